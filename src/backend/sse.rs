@@ -1,0 +1,1 @@
+//! Server-sent events: pure bytes -> events, robust to any chunking.

@@ -1,0 +1,219 @@
+//! The command-line contract: clap derive, a ValueEnum for every closed choice.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+const METRICS_HELP: &str = "\
+Metric definitions:
+  TTFT         request sent -> first stream event with non-empty content or tokens
+               (a chat role-only chunk is not a token)
+  prefill_tps  uncached prompt tokens / TTFT
+  decode_tps   (output tokens - tokens in the first event) / (t_last_event - t_first_event)
+  ITL          gap between events divided over the tokens they carry (p50, p99)
+  two-point    decode_tps = (N_b - N_a) / (t_b - t_a), both requests cold (fresh nonce
+               and cache flush); t_b <= t_a is flagged two_point_inverted
+Tokens are counted from the server's cumulative counts, never from the number of events.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ctxbench",
+    version,
+    about = "Measure how an LLM inference server performs as the context grows",
+    long_about = "ctxbench measures a running LLM server (SGLang, vLLM, llama.cpp, TGI, Ollama, \
+any OpenAI-compatible endpoint) across context lengths: TTFT, prefill tok/s, decode tok/s and \
+inter-token latency, defeating prefix caches and checking the server's own token counts.",
+    after_help = "Examples:\n  ctxbench sweep                         # benchmark the built-in simulator\n  ctxbench sim --port 30000 --spec 3     # run the simulator for other clients\n  ctxbench sweep --url http://127.0.0.1:30000 --lengths 1k,8k,32k --out run.jsonl\n  ctxbench probe --url http://127.0.0.1:8080\n  ctxbench report run.jsonl --html report.html"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Sweep context lengths and measure TTFT, prefill and decode rates.
+    Sweep(Box<SweepArgs>),
+    /// Run the built-in simulated server (known cost model, for demos and tests).
+    Sim(crate::sim::SimArgs),
+    /// Identify a server: kind, model, limits, caches, capabilities.
+    Probe(ProbeArgs),
+    /// KV-cache capacity planning: how much context and concurrency fit.
+    Plan(crate::capacity::PlanArgs),
+    /// Print the summary of a result file (also a partial one), optionally as HTML.
+    Report(ReportArgs),
+    /// Compare two result files point by point.
+    Compare(CompareArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiChoice {
+    Auto,
+    Sglang,
+    Openai,
+    Vllm,
+    Llamacpp,
+    Tgi,
+    Ollama,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Stream,
+    TwoPoint,
+    Both,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Stream => "stream",
+            Method::TwoPoint => "two-point",
+            Method::Both => "both",
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheBust {
+    /// Leading nonce, plus the server's flush where it offers one.
+    Auto,
+    /// Leading nonce only.
+    Nonce,
+    /// Server flush only.
+    Flush,
+    /// Nothing: prompts repeat and caches serve them (for demonstrating the problem).
+    Off,
+}
+
+impl CacheBust {
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheBust::Auto => "auto",
+            CacheBust::Nonce => "nonce",
+            CacheBust::Flush => "flush",
+            CacheBust::Off => "off",
+        }
+    }
+    pub fn uses_nonce(self) -> bool {
+        matches!(self, CacheBust::Auto | CacheBust::Nonce)
+    }
+    pub fn uses_flush(self) -> bool {
+        matches!(self, CacheBust::Auto | CacheBust::Flush)
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+    Markdown,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Endpoint {
+    /// The API's native or completions route (token-id prompts where possible).
+    #[default]
+    Completions,
+    /// `/v1/chat/completions` (text prompts).
+    Chat,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = METRICS_HELP)]
+pub struct SweepArgs {
+    /// Server base URL; without it the built-in simulator is started on a free loopback port.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Server API.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub api: ApiChoice,
+    /// For `--api openai`: which route to use.
+    #[arg(long, value_enum, default_value = "completions")]
+    pub endpoint: Endpoint,
+    /// Model name to send (default: the first one the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Context lengths, comma-separated; `k` = x1024, `max` = the server's limit minus output tokens.
+    #[arg(long, default_value = "1k,2k,4k,8k,16k,32k")]
+    pub lengths: String,
+    /// Tokens to generate per request (forced with ignore_eos).
+    #[arg(long, default_value_t = 64)]
+    pub output_tokens: u64,
+    /// Repetitions per length.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// `stream`: one streamed request per sample; `two-point`: max_tokens 1 vs N, both cold.
+    #[arg(long, value_enum, default_value = "stream")]
+    pub method: Method,
+    /// How prefix caches are defeated.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub cache_bust: CacheBust,
+    /// Hide a fact in each prompt and check the answer.
+    #[arg(long)]
+    pub needle: bool,
+    /// Needle depths as fractions of the prompt.
+    #[arg(long, default_value = "0.5")]
+    pub needle_depths: String,
+    /// Append records to this JSONL file as they are measured.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Skip (length, rep) pairs already in `--out`.
+    #[arg(long)]
+    pub resume: bool,
+    /// Per-request deadline: `auto` (predicted from measured points x safety, with a floor) or seconds.
+    #[arg(long, default_value = "auto")]
+    pub timeout: String,
+    /// Summary format on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Seed for nonces, needles and the simulator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Skip the warm-up request.
+    #[arg(long)]
+    pub no_warmup: bool,
+    /// Write an HTML report at the end (and after each point).
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// Options for the built-in simulator, when no `--url` is given.
+    #[command(flatten)]
+    pub sim: crate::sim::SimCostArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// Server base URL.
+    #[arg(long)]
+    pub url: String,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A result file written by `sweep --out`.
+    pub file: PathBuf,
+    /// Write a self-contained HTML report here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    pub a: PathBuf,
+    pub b: PathBuf,
+    /// Draw both runs on the same axes in this HTML file.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}

@@ -1,0 +1,1 @@
+//! Parsing `--lengths`: `k`/`K` suffixes (x1024) and `max`.

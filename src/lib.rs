@@ -1,0 +1,30 @@
+//! ctxbench: measure how an LLM inference server performs as the context grows.
+//!
+//! `run` is the whole program behind a thin `main`, so tests drive the same entry point.
+
+pub mod backend;
+pub mod capacity;
+pub mod cli;
+pub mod exit;
+pub mod lengths;
+pub mod probe;
+pub mod prompt;
+pub mod record;
+pub mod report;
+pub mod sim;
+pub mod stats;
+pub mod sweep;
+
+use cli::{Cli, Command};
+
+/// Run one command; returns the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Sweep(args) => sweep::run(*args).await,
+        Command::Sim(args) => sim::serve_forever(args).await.map(|_| exit::OK),
+        Command::Probe(args) => probe::run(args).await,
+        Command::Plan(args) => capacity::run(args).await,
+        Command::Report(args) => report::run_report(args),
+        Command::Compare(args) => report::run_compare(args),
+    }
+}

@@ -1,0 +1,1 @@
+//! Exact-length, nonce-prefixed, needle-bearing prompts.

@@ -1,0 +1,82 @@
+//! The built-in simulated server: behaves like SGLang / an OpenAI-compatible server with a
+//! known cost model, so ctxbench can be demonstrated anywhere and tested against ground truth.
+
+use clap::{Args, ValueEnum};
+
+/// Which real server the simulator pretends to be (what `probe` should find).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Persona {
+    /// SGLang: native `/generate`, `/flush_cache`, `/server_info`, OpenAI routes, `/tokenize`.
+    #[default]
+    Sglang,
+    /// A generic OpenAI-compatible server: `/v1/*` and `/health` only (no tokenize, no flush).
+    Openai,
+}
+
+/// Cost model and quirks; shared by `ctxbench sim` and `ctxbench sweep` without `--url`.
+#[derive(Args, Debug, Clone)]
+pub struct SimCostArgs {
+    /// Fixed prefill overhead per request, seconds.
+    #[arg(long = "sim-t0", default_value_t = 0.010)]
+    pub t0: f64,
+    /// Linear prefill rate, tokens per second.
+    #[arg(long = "sim-p0", default_value_t = 100_000.0)]
+    pub p0: f64,
+    /// Quadratic (attention) prefill coefficient: seconds per token^2 (cost q*(n^2-c^2)/2).
+    #[arg(long = "sim-q", default_value_t = 4.0e-10)]
+    pub q: f64,
+    /// Fixed decode step time, seconds.
+    #[arg(long = "sim-d0", default_value_t = 0.004)]
+    pub d0: f64,
+    /// Decode step time per context token, seconds.
+    #[arg(long = "sim-d1", default_value_t = 5.0e-8)]
+    pub d1: f64,
+    /// Prefix-cache page size, tokens.
+    #[arg(long = "sim-page-size", default_value_t = 16)]
+    pub page_size: u64,
+    /// Turn the prefix cache off.
+    #[arg(long = "no-cache")]
+    pub no_cache: bool,
+    /// Speculative decoding: each decode step emits 1..=K tokens in one event.
+    #[arg(long, default_value_t = 1)]
+    pub spec: u32,
+    /// Context limit, tokens.
+    #[arg(long = "context-length", default_value_t = 131_072)]
+    pub context_length: u64,
+    /// Silently keep the last N tokens of longer prompts instead of answering 400.
+    #[arg(long)]
+    pub truncate: bool,
+    /// Requests admitted at once; beyond it the answer is 503.
+    #[arg(long = "max-running", default_value_t = 8)]
+    pub max_running: usize,
+    /// Which server the simulator pretends to be.
+    #[arg(long, value_enum, default_value = "sglang")]
+    pub persona: Persona,
+    /// Probability that a request meets a fault.
+    #[arg(long = "fault-rate", default_value_t = 0.0)]
+    pub fault_rate: f64,
+    /// Fault kinds to draw from, comma-separated (default: all).
+    #[arg(long = "fault-kinds")]
+    pub fault_kinds: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    #[arg(long, default_value_t = 30000)]
+    pub port: u16,
+    /// Seed for the simulator's randomness (early stops, speculative acceptance, faults).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Model name the simulator reports.
+    #[arg(long = "model-name", default_value = "ctxbench-sim")]
+    pub model_name: String,
+    #[command(flatten)]
+    pub cost: SimCostArgs,
+}
+
+/// `ctxbench sim`: serve until interrupted.
+pub async fn serve_forever(_args: SimArgs) -> anyhow::Result<()> {
+    anyhow::bail!("sim: not yet implemented")
+}

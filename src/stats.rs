@@ -1,0 +1,1 @@
+//! Pure statistics: medians, spread, outliers, least-squares fits.
