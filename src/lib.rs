@@ -6,13 +6,16 @@ pub mod backend;
 pub mod capacity;
 pub mod cli;
 pub mod exit;
+pub mod fit;
 pub mod lengths;
 pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;
+pub mod resultfile;
 pub mod sim;
 pub mod stats;
+pub mod summary;
 pub mod sweep;
 
 use cli::{Cli, Command};

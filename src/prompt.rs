@@ -1,1 +1,347 @@
 //! Exact-length, nonce-prefixed, needle-bearing prompts.
+//!
+//! Caches match from the first token, so the nonce leads every prompt. With token ids the
+//! length is exact by construction; with text it is calibrated against the server's count.
+
+use crate::backend::Prompt;
+use rand::{Rng, RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Plain prose, repeated to fill a prompt.
+pub const FILLER: &str = "The river runs past the old mill and under the stone bridge. \
+People in the town walk along the water in the morning and talk about the weather, the \
+market and the news of the day. In the evening the light turns gold over the fields, the \
+birds return to the trees and the children come home from school. Nothing much happens \
+here, and that is how the people like it. The baker opens his shop before dawn, the \
+farmer brings milk and eggs, and the teacher rings the bell at eight.";
+
+const ANIMALS: &[&str] = &[
+    "platypus",
+    "axolotl",
+    "narwhal",
+    "pangolin",
+    "okapi",
+    "quokka",
+    "wombat",
+    "capybara",
+    "armadillo",
+    "chinchilla",
+    "flamingo",
+    "hedgehog",
+    "jaguar",
+    "koala",
+    "lemur",
+    "meerkat",
+    "ocelot",
+    "penguin",
+    "raccoon",
+    "salamander",
+    "tapir",
+    "walrus",
+    "yak",
+    "zebra",
+];
+
+pub const NEEDLE_QUESTION: &str = " What is the secret animal? Answer with one word.";
+
+/// How prompts reach their length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptMode {
+    /// Token ids from the server's tokenizer: exact length.
+    TokenIds,
+    /// Text, sized by a linear calibration against the server's own prompt count.
+    CalibratedText,
+}
+
+impl PromptMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptMode::TokenIds => "token_ids",
+            PromptMode::CalibratedText => "calibrated_text",
+        }
+    }
+}
+
+/// A fact hidden in a prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Needle {
+    pub depth: f64,
+    pub expected: String,
+}
+
+impl Needle {
+    pub fn sentence(&self) -> String {
+        format!(" The secret animal is {}.", self.expected)
+    }
+
+    /// Normalised match: the expected word appears among the answer's words.
+    pub fn check(&self, answer: &str) -> bool {
+        let want = normalise(&self.expected);
+        answer
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| normalise(w) == want)
+    }
+}
+
+fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Pick the needle for a (length, rep, depth): deterministic from the seed.
+pub fn needle_for(seed: u64, context_tokens: u64, rep: u32, depth: f64) -> Needle {
+    let mut rng = ChaCha8Rng::seed_from_u64(
+        seed ^ context_tokens.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ u64::from(rep) << 48
+            ^ (depth * 1000.0) as u64,
+    );
+    Needle {
+        depth,
+        expected: ANIMALS[rng.random_range(0..ANIMALS.len())].to_string(),
+    }
+}
+
+/// Token ids of the pieces a token-id prompt is assembled from.
+#[derive(Debug, Clone)]
+pub struct IdVocabulary {
+    pub filler: Vec<u32>,
+    /// Distinct ids from the filler, to draw nonces from.
+    pub nonce_pool: Vec<u32>,
+    pub question: Vec<u32>,
+}
+
+impl IdVocabulary {
+    pub fn new(filler: Vec<u32>, question: Vec<u32>) -> Option<Self> {
+        let mut pool = filler.clone();
+        pool.sort_unstable();
+        pool.dedup();
+        (pool.len() >= 8).then_some(IdVocabulary {
+            filler,
+            nonce_pool: pool,
+            question,
+        })
+    }
+}
+
+/// Linear text calibration: tokens ≈ overhead + per_word · words.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TextCalibration {
+    pub overhead_tokens: f64,
+    pub tokens_per_word: f64,
+}
+
+impl TextCalibration {
+    /// From two (words, server-counted tokens) measurements.
+    pub fn from_two(a: (usize, u64), b: (usize, u64)) -> Option<Self> {
+        let dw = b.0 as f64 - a.0 as f64;
+        let per_word = (b.1 as f64 - a.1 as f64) / dw;
+        (dw > 0.0 && per_word > 0.0 && per_word.is_finite()).then(|| TextCalibration {
+            overhead_tokens: a.1 as f64 - per_word * a.0 as f64,
+            tokens_per_word: per_word,
+        })
+    }
+
+    pub fn words_for(&self, tokens: u64) -> usize {
+        ((tokens as f64 - self.overhead_tokens) / self.tokens_per_word)
+            .round()
+            .max(1.0) as usize
+    }
+}
+
+/// Number of nonce tokens at the head of a token-id prompt.
+pub const NONCE_TOKENS: usize = 16;
+
+/// A nonce source: fresh entropy per invocation (a nonce must never repeat across runs,
+/// or a cache left by the earlier run serves it); needles stay seeded.
+pub struct NonceSource {
+    rng: ChaCha8Rng,
+}
+
+impl NonceSource {
+    pub fn from_entropy() -> Self {
+        NonceSource {
+            rng: ChaCha8Rng::from_rng(&mut rand::rng()),
+        }
+    }
+
+    pub fn seeded(seed: u64) -> Self {
+        NonceSource {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+
+    fn ids(&mut self, pool: &[u32]) -> Vec<u32> {
+        (0..NONCE_TOKENS)
+            .map(|_| pool[self.rng.random_range(0..pool.len())])
+            .collect()
+    }
+
+    fn text(&mut self) -> String {
+        format!("Session {:016x}.", self.rng.next_u64())
+    }
+}
+
+/// Build a token-id prompt of exactly `tokens` ids (when `tokens` leaves room for the parts).
+pub fn build_ids(
+    vocab: &IdVocabulary,
+    tokens: u64,
+    nonce: Option<&mut NonceSource>,
+    needle: Option<(&Needle, &[u32])>,
+) -> Prompt {
+    let total = tokens as usize;
+    let mut head = match nonce {
+        Some(n) => n.ids(&vocab.nonce_pool),
+        None => Vec::new(),
+    };
+    head.truncate(total);
+    let tail: &[u32] = if needle.is_some() {
+        &vocab.question
+    } else {
+        &[]
+    };
+    let fact: &[u32] = needle.map(|(_, ids)| ids).unwrap_or(&[]);
+    let body_len = total.saturating_sub(head.len() + tail.len() + fact.len());
+    let mut body: Vec<u32> = vocab
+        .filler
+        .iter()
+        .copied()
+        .cycle()
+        .take(body_len)
+        .collect();
+    if let Some((n, _)) = needle {
+        let at = ((body_len as f64) * n.depth.clamp(0.0, 1.0)).round() as usize;
+        body.splice(at..at, fact.iter().copied());
+    }
+    let mut ids = head;
+    ids.extend(body);
+    ids.extend_from_slice(tail);
+    ids.truncate(total);
+    Prompt::Ids(ids)
+}
+
+/// Build a text prompt of about `words` filler words.
+pub fn build_text(
+    words: usize,
+    nonce: Option<&mut NonceSource>,
+    needle: Option<&Needle>,
+) -> Prompt {
+    let filler: Vec<&str> = FILLER.split_whitespace().collect();
+    let mut body: Vec<String> = filler
+        .iter()
+        .cycle()
+        .take(words)
+        .map(|w| (*w).to_string())
+        .collect();
+    if let Some(n) = needle {
+        let at = ((words as f64) * n.depth.clamp(0.0, 1.0)).round() as usize;
+        body.insert(at.min(body.len()), n.sentence().trim().to_string());
+    }
+    let mut text = String::new();
+    if let Some(n) = nonce {
+        text.push_str(&n.text());
+        text.push(' ');
+    }
+    text.push_str(&body.join(" "));
+    if needle.is_some() {
+        text.push_str(NEEDLE_QUESTION);
+    }
+    Prompt::Text(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vocab() -> IdVocabulary {
+        IdVocabulary::new((100..160).collect(), vec![7, 8, 9]).unwrap()
+    }
+
+    #[test]
+    fn id_prompts_have_exact_length_and_lead_with_the_nonce() {
+        let v = vocab();
+        let mut n = NonceSource::seeded(1);
+        for len in [1u64, 17, 1000, 32768] {
+            let Prompt::Ids(ids) = build_ids(&v, len, Some(&mut n), None) else {
+                panic!()
+            };
+            assert_eq!(ids.len() as u64, len);
+        }
+        let Prompt::Ids(a) = build_ids(&v, 100, Some(&mut n), None) else {
+            panic!()
+        };
+        let Prompt::Ids(b) = build_ids(&v, 100, Some(&mut n), None) else {
+            panic!()
+        };
+        assert_ne!(a[..NONCE_TOKENS], b[..NONCE_TOKENS], "nonces must differ");
+        assert_eq!(a[NONCE_TOKENS..], b[NONCE_TOKENS..], "the filler is shared");
+    }
+
+    #[test]
+    fn without_nonce_prompts_repeat() {
+        let v = vocab();
+        assert_eq!(
+            build_ids(&v, 500, None, None),
+            build_ids(&v, 500, None, None)
+        );
+    }
+
+    #[test]
+    fn needle_sits_at_its_depth_and_question_ends_the_prompt() {
+        let v = vocab();
+        let needle = Needle {
+            depth: 0.25,
+            expected: "okapi".into(),
+        };
+        let fact = [1u32, 2, 3];
+        let Prompt::Ids(ids) = build_ids(&v, 1000, None, Some((&needle, &fact))) else {
+            panic!()
+        };
+        assert_eq!(ids.len(), 1000);
+        let pos = ids.windows(3).position(|w| w == fact).unwrap();
+        assert!((pos as f64 - 0.25 * 994.0).abs() <= 1.0, "fact at {pos}");
+        assert_eq!(&ids[997..], &[7, 8, 9]);
+    }
+
+    #[test]
+    fn needle_check_is_normalised() {
+        let n = Needle {
+            depth: 0.5,
+            expected: "Okapi".into(),
+        };
+        assert!(n.check(" okapi."));
+        assert!(n.check("The answer is OKAPI"));
+        assert!(!n.check("okapis"));
+        assert!(!n.check("unknown"));
+    }
+
+    #[test]
+    fn needles_are_seeded() {
+        assert_eq!(needle_for(3, 1024, 0, 0.5), needle_for(3, 1024, 0, 0.5));
+    }
+
+    #[test]
+    fn calibration_inverts_a_linear_count() {
+        let c = TextCalibration::from_two((100, 135), (1000, 1215)).unwrap();
+        assert!((c.tokens_per_word - 1.2).abs() < 1e-9);
+        assert!((c.overhead_tokens - 15.0).abs() < 1e-9);
+        assert_eq!(c.words_for(12015), 10000);
+        assert!(TextCalibration::from_two((100, 135), (100, 135)).is_none());
+    }
+
+    #[test]
+    fn text_prompts_carry_nonce_needle_and_question() {
+        let mut n = NonceSource::seeded(2);
+        let needle = Needle {
+            depth: 0.5,
+            expected: "yak".into(),
+        };
+        let Prompt::Text(t) = build_text(200, Some(&mut n), Some(&needle)) else {
+            panic!()
+        };
+        assert!(t.starts_with("Session "));
+        assert!(t.contains("The secret animal is yak."));
+        assert!(t.ends_with(NEEDLE_QUESTION));
+    }
+}

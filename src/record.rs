@@ -172,6 +172,7 @@ pub mod flag {
     pub const NO_USAGE: &str = "no_usage";
 
     /// Flags that corrupt a timing metric: a sample carrying one is `valid:false`.
+    /// (`flush_failed` alone does not: the cached-token check still verifies the sample.)
     pub fn invalidates(flag: &str) -> bool {
         matches!(
             flag,
@@ -181,7 +182,6 @@ pub mod flag {
                 | TRUNCATED
                 | LENGTH_MISMATCH
                 | TWO_POINT_INVERTED
-                | FLUSH_FAILED
                 | SERVER_RESTARTED
         )
     }

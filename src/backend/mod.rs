@@ -1,6 +1,13 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
+pub mod detect;
+pub mod flush;
+pub mod http;
+pub mod llamacpp;
+pub mod openai;
+pub mod sglang;
 pub mod sse;
+pub mod tokenize;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -109,4 +116,108 @@ pub trait Backend: Send + Sync {
     async fn flush(&self) -> Result<Flush, RequestError>;
     /// The server's tokenizer, when it exposes one.
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError>;
+}
+
+/// The message of an in-stream error event (`{"error":{"message":…}}` or `{"error":"…"}`).
+pub fn event_error_message(err: &Value) -> String {
+    err.get("message")
+        .and_then(Value::as_str)
+        .or_else(|| err.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| err.to_string())
+}
+
+/// A backend ready to measure, and what probing found.
+pub struct Connected {
+    pub backend: Box<dyn Backend>,
+    pub info: detect::ServerInfo,
+    pub http: http::Http,
+    pub model: String,
+}
+
+/// Probe the server at `url` and build the backend for `api` (or the detected one).
+pub async fn connect(
+    url: &str,
+    api: crate::cli::ApiChoice,
+    endpoint: crate::cli::Endpoint,
+    model: Option<String>,
+    api_key: Option<String>,
+) -> anyhow::Result<Connected> {
+    use crate::cli::ApiChoice as A;
+    use detect::ServerKind as K;
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        anyhow::anyhow!(
+            "--url `{}` is not a URL ({e}): use e.g. http://127.0.0.1:30000",
+            http::strip_credentials(url)
+        )
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        anyhow::bail!(
+            "--url must start with http:// or https://, got `{}`",
+            parsed.scheme()
+        );
+    }
+    let http = http::Http::new(url, api_key)?;
+    let info = detect::probe(&http).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot probe {}: {} (is the server running? check --url)",
+            http::strip_credentials(url),
+            http.redact(&format!("{e:#}"))
+        )
+    })?;
+    let chosen = match (api, info.kind) {
+        (A::Auto, K::Sglang) | (A::Sglang, _) => A::Sglang,
+        (A::Auto, K::Llamacpp) | (A::Llamacpp, _) => A::Llamacpp,
+        (A::Auto, K::Vllm) | (A::Vllm, _) => A::Vllm,
+        (A::Auto, K::Openai) | (A::Openai, _) => A::Openai,
+        (A::Auto, K::Tgi) | (A::Tgi, _) | (A::Auto, K::Ollama) | (A::Ollama, _) => anyhow::bail!(
+            "the {} native API is not supported yet: measure its OpenAI routes with --api openai",
+            info.kind.name()
+        ),
+    };
+    let wants = match chosen {
+        A::Sglang => Some(K::Sglang),
+        A::Llamacpp => Some(K::Llamacpp),
+        _ => None,
+    };
+    if let Some(k) = wants.filter(|k| *k != info.kind) {
+        anyhow::bail!(
+            "--api {} does not match the server, which looks like {}: use --api auto or --api {}",
+            k.name(),
+            info.kind.name(),
+            info.kind.name()
+        );
+    }
+    let model = model
+        .or_else(|| info.model.clone())
+        .unwrap_or_else(|| "default".to_string());
+    let backend: Box<dyn Backend> = match chosen {
+        A::Sglang => Box::new(sglang::Sglang {
+            http: http.clone(),
+            flusher: info.flusher.clone(),
+        }),
+        A::Llamacpp => Box::new(llamacpp::LlamaCpp {
+            http: http.clone(),
+            flusher: info.flusher.clone(),
+        }),
+        _ => Box::new(openai::OpenAi {
+            http: http.clone(),
+            flusher: info.flusher.clone(),
+            model: model.clone(),
+            endpoint,
+            api: if chosen == A::Vllm { "vllm" } else { "openai" },
+            tokenize_route: match info.kind {
+                K::Llamacpp => openai::TokenizeRoute::LlamacppStyle,
+                K::Sglang | K::Vllm if info.tokenize => openai::TokenizeRoute::VllmStyle,
+                K::Openai if info.tokenize => openai::TokenizeRoute::VllmStyle,
+                _ => openai::TokenizeRoute::None,
+            },
+        }),
+    };
+    Ok(Connected {
+        backend,
+        info,
+        http,
+        model,
+    })
 }

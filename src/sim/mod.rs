@@ -80,3 +80,21 @@ pub struct SimArgs {
 pub async fn serve_forever(_args: SimArgs) -> anyhow::Result<()> {
     anyhow::bail!("sim: not yet implemented")
 }
+
+// Interim stub until the simulator lands.
+pub struct SimConfig {
+    pub cost: SimCostArgs,
+    pub seed: u64,
+    pub model_name: String,
+}
+pub struct SimServer {
+    pub addr: std::net::SocketAddr,
+}
+impl SimServer {
+    pub async fn start(_host: &str, _port: u16, _config: SimConfig) -> anyhow::Result<SimServer> {
+        anyhow::bail!("sim: not yet implemented")
+    }
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}

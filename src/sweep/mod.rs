@@ -1,7 +1,449 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
-use crate::cli::SweepArgs;
+pub mod measure;
+pub mod points;
+pub mod prompts;
+pub mod session;
+pub mod timeout;
+pub mod writer;
 
-pub async fn run(_args: SweepArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("sweep: not yet implemented")
+use crate::backend::{self, detect::ServerInfo, http::strip_credentials};
+use crate::cli::{Format, Method, SweepArgs};
+use crate::exit;
+use crate::lengths::{format_count, parse_lengths};
+use crate::prompt::{NonceSource, needle_for};
+use crate::record::{ErrorRecord, Record, RunConfig, RunRecord, Sample, Target};
+use crate::sim::{SimConfig, SimServer};
+use indicatif::{ProgressBar, ProgressStyle};
+use session::{Outcome, Session};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use timeout::TimeoutPolicy;
+use writer::ResultWriter;
+
+/// Warm-up prompt size, tokens (capped by the smallest length).
+const WARMUP_TOKENS: u64 = 256;
+
+/// Everything a finished sweep produced.
+pub struct SweepResult {
+    pub run: RunRecord,
+    pub samples: Vec<Sample>,
+    pub errors: Vec<ErrorRecord>,
+    pub summary: crate::record::Summary,
+    pub interrupted: bool,
+}
+
+impl SweepResult {
+    pub fn exit_code(&self) -> u8 {
+        let pts = &self.summary.points;
+        if self.interrupted {
+            exit::INTERRUPTED
+        } else if pts.is_empty() || pts.iter().all(|p| p.n_valid == 0) {
+            exit::NOTHING_VALID
+        } else if pts.iter().any(|p| p.n_valid == 0) {
+            exit::PARTIAL
+        } else {
+            exit::OK
+        }
+    }
+}
+
+/// `ctxbench sweep`: run, print the summary, return the exit code.
+pub async fn run(args: SweepArgs) -> anyhow::Result<u8> {
+    let format = args.format;
+    let html = args.html.clone();
+    let result = execute(args).await?;
+    let text = crate::report::render(&result.run, &result.summary, format);
+    print!("{text}");
+    if let Some(path) = html {
+        crate::report::write_html(
+            &path,
+            &result.run,
+            &result.samples,
+            &result.errors,
+            &result.summary,
+        )?;
+    }
+    Ok(result.exit_code())
+}
+
+fn api_key(args: &SweepArgs) -> anyhow::Result<Option<String>> {
+    match &args.api_key_env {
+        Some(var) => std::env::var(var).map(Some).map_err(|_| {
+            anyhow::anyhow!("--api-key-env {var}: the environment variable is not set")
+        }),
+        None => Ok(std::env::var("OPENAI_API_KEY").ok()),
+    }
+}
+
+/// Validate every option before anything is sent or written.
+struct Plan {
+    lengths: Vec<crate::lengths::LengthSpec>,
+    depths: Vec<f64>,
+    timeout: TimeoutPolicy,
+}
+
+fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
+    let lengths = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
+    if args.reps == 0 {
+        anyhow::bail!("--reps must be at least 1");
+    }
+    if args.output_tokens < 2 {
+        anyhow::bail!("--output-tokens must be at least 2 (decode needs tokens after the first)");
+    }
+    if args.resume && args.out.is_none() {
+        anyhow::bail!("--resume needs --out FILE (the file to continue)");
+    }
+    let depths = args
+        .needle_depths
+        .split(',')
+        .map(|d| match d.trim().parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+            _ => Err(anyhow::anyhow!(
+                "--needle-depths: `{}` is not a fraction in [0, 1] (e.g. 0.1,0.5,0.9)",
+                d.trim()
+            )),
+        })
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    Ok(Plan {
+        lengths,
+        depths,
+        timeout: TimeoutPolicy::parse(&args.timeout)?,
+    })
+}
+
+/// Run the sweep (library entry point used by tests).
+pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
+    let mut plan = plan(&args)?;
+    let key = api_key(&args)?;
+    // Keep the simulator alive for the whole sweep.
+    let (_sim, url) = match &args.url {
+        Some(u) => (None, u.clone()),
+        None => {
+            let sim = SimServer::start(
+                "127.0.0.1",
+                0,
+                SimConfig {
+                    cost: args.sim.clone(),
+                    seed: args.seed,
+                    model_name: "ctxbench-sim".into(),
+                },
+            )
+            .await?;
+            let url = sim.url();
+            eprintln!(
+                "ctxbench: no --url given: benchmarking the built-in simulator at {url} \
+                 (persona {:?}, spec {}, context {})",
+                args.sim.persona, args.sim.spec, args.sim.context_length
+            );
+            (Some(sim), url)
+        }
+    };
+    let conn = backend::connect(&url, args.api, args.endpoint, args.model.clone(), key).await?;
+    let info = conn.info.clone();
+    let limit = info.context_length.map(|t| points::Limit {
+        tokens: t,
+        source: info
+            .context_source
+            .clone()
+            .unwrap_or_else(|| "server".into()),
+    });
+    let lengths = points::resolve(&plan.lengths, args.output_tokens, limit.as_ref())?;
+    let reps = if args.needle {
+        args.reps.max(plan.depths.len() as u32)
+    } else {
+        args.reps
+    };
+    eprintln!("{}", describe_target(&info, &conn.model, &lengths, reps));
+    if info.reports_cached_tokens != Some(true) {
+        eprintln!(
+            "note: the server does not say it reports cached tokens: cache hits can only be \
+             inferred from timing (a TTFT far below the trend is flagged cache_hit_inferred)"
+        );
+    }
+    let backend = conn.backend.as_ref();
+    let prompts = prompts::PromptSource::prepare(backend, args.needle).await?;
+    let run = RunRecord {
+        schema: crate::record::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        target: Target {
+            url: strip_credentials(&url),
+            api: backend.api().to_string(),
+            model: Some(conn.model.clone()),
+            server_info: serde_json::to_value(&info)?,
+        },
+        config: RunConfig {
+            lengths: lengths.clone(),
+            output_tokens: args.output_tokens,
+            reps,
+            method: args.method.name().to_string(),
+            cache_bust: args.cache_bust.name().to_string(),
+            needle: args.needle,
+            needle_depths: if args.needle {
+                plan.depths.clone()
+            } else {
+                Vec::new()
+            },
+            timeout: args.timeout.clone(),
+            seed: args.seed,
+            prompt_mode: prompts.mode().name().to_string(),
+            rtt_s: info.rtt_s,
+        },
+    };
+    let (mut writer, mut samples, mut errors) = match &args.out {
+        Some(path) if args.resume && path.exists() => {
+            let (w, old) = ResultWriter::resume(path, &run)?;
+            eprintln!(
+                "resuming {}: {} samples and {} errors already there{}",
+                path.display(),
+                old.samples.len(),
+                old.errors.len(),
+                if old.torn_tail {
+                    " (a torn last line was dropped)"
+                } else {
+                    ""
+                }
+            );
+            (w, old.samples, old.errors)
+        }
+        Some(path) => {
+            let mut w = ResultWriter::create(path)?;
+            w.append(&Record::Run(run.clone()))?;
+            w.sync()?;
+            (w, Vec::new(), Vec::new())
+        }
+        None => (ResultWriter::none(), Vec::new(), Vec::new()),
+    };
+    let done: HashSet<(u64, u32, String)> = samples
+        .iter()
+        .map(|s| (s.context_tokens, s.rep, s.method.clone()))
+        .collect();
+    let methods: Vec<Method> = match args.method {
+        Method::Both => vec![Method::Stream, Method::TwoPoint],
+        m => vec![m],
+    };
+    let mut jobs: Vec<(u64, u32, Method)> = Vec::new();
+    for &n in &lengths {
+        for r in 0..reps {
+            for &m in &methods {
+                if !done.contains(&(n, r, method_name(m).to_string())) {
+                    jobs.push((n, r, m));
+                }
+            }
+        }
+    }
+
+    let mut session = Session {
+        backend,
+        prompts,
+        nonce: NonceSource::from_entropy(),
+        cache_bust: args.cache_bust,
+        output_tokens: args.output_tokens,
+        cache_allowance_tokens: info.page_size.unwrap_or(16).max(1),
+        reports_cached_tokens: info.reports_cached_tokens == Some(true),
+    };
+    for s in samples.iter().filter(|s| s.valid) {
+        if let Some(t) = s.ttft_s {
+            plan.timeout.observe(s.context_tokens, t, s.decode_tps);
+        }
+    }
+    if !args.no_warmup && !jobs.is_empty() {
+        let n = WARMUP_TOKENS.min(lengths[0]);
+        if let Err(e) = session.warm_up(n, plan.timeout.deadline(n, 8)).await {
+            eprintln!("warning: the warm-up request failed: {e}");
+        }
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = spawn_interrupt_listener(stop.clone());
+    let bar = progress_bar(jobs.len() as u64);
+    let mut interrupted = false;
+    for (i, &(n, rep, method)) in jobs.iter().enumerate() {
+        if stop.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        bar.set_message(format!(
+            "{} tokens, rep {}, {}",
+            format_count(n),
+            rep + 1,
+            method_name(method)
+        ));
+        let needle = args.needle.then(|| {
+            needle_for(
+                args.seed,
+                n,
+                rep,
+                plan.depths[rep as usize % plan.depths.len()],
+            )
+        });
+        let deadline = plan.timeout.deadline(n, args.output_tokens);
+        let outcome = session
+            .measure(n, rep, method, needle.as_ref(), deadline)
+            .await;
+        match outcome {
+            Outcome::Sample(mut s) => {
+                if !session.reports_cached_tokens {
+                    let smaller = median_ttft(&samples, |p| p < n, &s.method);
+                    let same = median_ttft(&samples, |p| p == n, &s.method);
+                    session::infer_cache_hit(&mut s, smaller, same);
+                }
+                if s.valid {
+                    if let Some(t) = s.ttft_s {
+                        plan.timeout.observe(n, t, s.decode_tps);
+                    }
+                }
+                writer.append(&Record::Sample(s.clone()))?;
+                samples.push(*s);
+            }
+            Outcome::Error(e) => {
+                bar.suspend(|| {
+                    eprintln!(
+                        "  {} rep {}: {} ({})",
+                        format_count(n),
+                        rep + 1,
+                        e.message,
+                        e.kind
+                    )
+                });
+                writer.append(&Record::Error(e.clone()))?;
+                errors.push(e);
+            }
+        }
+        bar.inc(1);
+        let point_done = jobs.get(i + 1).is_none_or(|next| next.0 != n);
+        if point_done {
+            writer.sync()?;
+            let line = point_line(n, &samples, &errors);
+            bar.suspend(|| eprintln!("{line}"));
+            if let Some(path) = &args.html {
+                let summary = crate::summary::summarize(&samples, &errors);
+                if let Err(e) = crate::report::write_html(path, &run, &samples, &errors, &summary) {
+                    bar.suspend(|| eprintln!("warning: writing {}: {e:#}", path.display()));
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    listener.abort();
+    let summary = crate::summary::summarize_with_fit(&samples, &errors);
+    writer.append(&Record::Summary(summary.clone()))?;
+    writer.sync()?;
+    for note in &summary.notes {
+        eprintln!("note: {note}");
+    }
+    if interrupted {
+        match writer.path() {
+            Some(p) => eprintln!(
+                "interrupted: {} measurements are in {}; continue with the same command plus --resume",
+                samples.len() + errors.len(),
+                p.display()
+            ),
+            None => eprintln!("interrupted: pass --out FILE next time to be able to --resume"),
+        }
+    }
+    Ok(SweepResult {
+        run,
+        samples,
+        errors,
+        summary,
+        interrupted,
+    })
+}
+
+fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::TwoPoint => "two-point",
+        _ => "stream",
+    }
+}
+
+fn median_ttft(samples: &[Sample], pick: impl Fn(u64) -> bool, method: &str) -> Option<f64> {
+    let best = samples
+        .iter()
+        .filter(|s| s.valid && s.method == method && pick(s.context_tokens))
+        .map(|s| s.context_tokens)
+        .max()?;
+    let xs: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.valid && s.method == method && s.context_tokens == best)
+        .filter_map(|s| s.ttft_s)
+        .collect();
+    crate::stats::median(&xs)
+}
+
+fn describe_target(info: &ServerInfo, model: &str, lengths: &[u64], reps: u32) -> String {
+    let ls: Vec<String> = lengths.iter().map(|n| format_count(*n)).collect();
+    format!(
+        "target: {} server, model {model}, context limit {}, flush {}, RTT {}; lengths {} x {reps} reps",
+        info.kind.name(),
+        info.context_length
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        info.flush,
+        info.rtt_s
+            .map(|r| format!("{:.2} ms", r * 1e3))
+            .unwrap_or_else(|| "n/a".into()),
+        ls.join(",")
+    )
+}
+
+fn point_line(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> String {
+    let summary = crate::summary::summarize(
+        &samples
+            .iter()
+            .filter(|s| s.context_tokens == n)
+            .cloned()
+            .collect::<Vec<_>>(),
+        &errors
+            .iter()
+            .filter(|e| e.context_tokens == n)
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    let Some(p) = summary.points.first() else {
+        return format!("{}: nothing measured", format_count(n));
+    };
+    let f = |s: Option<crate::record::Stat>, scale: f64, unit: &str| {
+        s.map(|s| format!("{:.1}{unit}", s.median * scale))
+            .unwrap_or_else(|| "-".into())
+    };
+    format!(
+        "{:>6}: TTFT {}, prefill {}, decode {}, {}/{} valid",
+        format_count(n),
+        f(p.ttft_s, 1e3, " ms"),
+        f(p.prefill_tps, 1.0, " tok/s"),
+        f(p.decode_tps, 1.0, " tok/s"),
+        p.n_valid,
+        p.attempts
+    )
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// First Ctrl-C: finish the request in flight, then stop. Second: leave at once.
+fn spawn_interrupt_listener(stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nstopping after the request in flight (Ctrl-C again to quit now)");
+            stop.store(true, Ordering::SeqCst);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(i32::from(exit::INTERRUPTED));
+            }
+        }
+    })
+}
+
+/// Whether `--format` asks for machine output only on stdout.
+pub fn is_machine(format: Format) -> bool {
+    matches!(format, Format::Json | Format::Csv)
 }

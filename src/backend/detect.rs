@@ -1,0 +1,290 @@
+//! Identifying a server from its endpoints, with GETs only (no side effects), and reading
+//! its limits and capabilities.
+
+use super::flush::Flusher;
+use super::http::Http;
+use serde::Serialize;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+const RTT_SAMPLES: usize = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerKind {
+    Sglang,
+    Vllm,
+    Llamacpp,
+    Tgi,
+    Ollama,
+    Openai,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Sglang => "sglang",
+            ServerKind::Vllm => "vllm",
+            ServerKind::Llamacpp => "llamacpp",
+            ServerKind::Tgi => "tgi",
+            ServerKind::Ollama => "ollama",
+            ServerKind::Openai => "openai",
+        }
+    }
+}
+
+/// What probing found. `None` means the server does not say.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo {
+    pub kind: ServerKind,
+    pub model: Option<String>,
+    pub context_length: Option<u64>,
+    /// Where `context_length` came from (endpoint and field).
+    pub context_source: Option<String>,
+    pub max_running_requests: Option<u64>,
+    pub slots: Option<u64>,
+    pub kv_pool_tokens: Option<u64>,
+    pub page_size: Option<u64>,
+    pub prefix_cache: Option<bool>,
+    pub reports_cached_tokens: Option<bool>,
+    pub flush: &'static str,
+    #[serde(skip)]
+    pub flusher: Flusher,
+    pub tokenize: bool,
+    pub speculative: Value,
+    pub version: Option<String>,
+    pub rtt_s: Option<f64>,
+    /// Whatever the server exposes that changes on restart.
+    pub instance_marker: Option<String>,
+}
+
+impl ServerInfo {
+    fn new(kind: ServerKind) -> Self {
+        ServerInfo {
+            kind,
+            model: None,
+            context_length: None,
+            context_source: None,
+            max_running_requests: None,
+            slots: None,
+            kv_pool_tokens: None,
+            page_size: None,
+            prefix_cache: None,
+            reports_cached_tokens: None,
+            flush: Flusher::None.name(),
+            flusher: Flusher::None,
+            tokenize: false,
+            speculative: Value::Null,
+            version: None,
+            rtt_s: None,
+            instance_marker: None,
+        }
+    }
+
+    fn set_flusher(&mut self, f: Flusher) {
+        self.flush = f.name();
+        self.flusher = f;
+    }
+
+    fn set_context(&mut self, n: Option<u64>, source: &str) {
+        if self.context_length.is_none() && n.is_some() {
+            self.context_length = n;
+            self.context_source = Some(source.to_string());
+        }
+    }
+}
+
+async fn get(http: &Http, path: &str) -> Option<Value> {
+    http.get_json(path, PROBE_TIMEOUT)
+        .await
+        .ok()
+        .flatten()
+        .filter(Value::is_object)
+}
+
+fn u64_at(v: &Value, pointer: &str) -> Option<u64> {
+    v.pointer(pointer).and_then(Value::as_u64)
+}
+
+/// Probe the server; fails only when nothing answers at all.
+pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
+    let models = get(http, "/v1/models").await;
+    let mut info = if let Some(si) = match get(http, "/server_info").await {
+        Some(v) => Some(v),
+        None => get(http, "/get_server_info").await,
+    }
+    .filter(looks_like_sglang)
+    {
+        sglang_info(&si)
+    } else if let Some(props) = get(http, "/props").await.filter(|p| {
+        p.get("default_generation_settings").is_some() || p.get("total_slots").is_some()
+    }) {
+        llamacpp_info(&props)
+    } else if let Some(tgi) = get(http, "/info")
+        .await
+        .filter(|i| i.get("max_total_tokens").is_some())
+    {
+        tgi_info(&tgi)
+    } else if let Some(v) = get(http, "/api/version")
+        .await
+        .filter(|v| v.get("version").is_some())
+    {
+        let mut i = ServerInfo::new(ServerKind::Ollama);
+        i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
+        i
+    } else if let Some(m) = &models {
+        let owner = m
+            .pointer("/data/0/owned_by")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let mut i = ServerInfo::new(if owner == "vllm" {
+            ServerKind::Vllm
+        } else {
+            ServerKind::Openai
+        });
+        if i.kind == ServerKind::Vllm {
+            i.set_flusher(Flusher::VllmResetPrefixCache);
+            i.tokenize = true;
+            i.prefix_cache = Some(true);
+        }
+        i
+    } else {
+        anyhow::bail!(
+            "{} answers none of /v1/models, /server_info, /props, /info, /api/version: \
+             is this an LLM server? (check --url)",
+            http.base()
+        );
+    };
+    if let Some(m) = &models {
+        if info.model.is_none() {
+            info.model = m
+                .pointer("/data/0/id")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        info.set_context(
+            u64_at(m, "/data/0/max_model_len"),
+            "/v1/models data[0].max_model_len",
+        );
+    }
+    if matches!(info.kind, ServerKind::Sglang | ServerKind::Openai) && !info.tokenize {
+        info.tokenize = has_tokenize(http).await;
+    }
+    info.rtt_s = rtt(http).await;
+    Ok(info)
+}
+
+fn looks_like_sglang(v: &Value) -> bool {
+    [
+        "max_total_num_tokens",
+        "mem_fraction_static",
+        "disable_radix_cache",
+    ]
+    .iter()
+    .any(|k| v.get(*k).is_some())
+}
+
+fn sglang_info(si: &Value) -> ServerInfo {
+    let mut i = ServerInfo::new(ServerKind::Sglang);
+    i.set_context(u64_at(si, "/context_length"), "/server_info context_length");
+    i.max_running_requests = u64_at(si, "/max_running_requests");
+    i.kv_pool_tokens = u64_at(si, "/max_total_num_tokens");
+    i.page_size = u64_at(si, "/page_size");
+    i.prefix_cache = si
+        .get("disable_radix_cache")
+        .and_then(Value::as_bool)
+        .map(|d| !d);
+    i.reports_cached_tokens = si.get("enable_cache_report").and_then(Value::as_bool);
+    i.version = si
+        .get("version")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    i.model = si
+        .get("served_model_name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let spec: serde_json::Map<String, Value> = si
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, v)| k.starts_with("speculative_") && !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !spec.is_empty() {
+        i.speculative = Value::Object(spec);
+    }
+    i.set_flusher(Flusher::SglangFlushCache);
+    i.instance_marker = si
+        .get("sim_instance_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    i
+}
+
+fn llamacpp_info(props: &Value) -> ServerInfo {
+    let mut i = ServerInfo::new(ServerKind::Llamacpp);
+    i.set_context(
+        u64_at(props, "/default_generation_settings/n_ctx"),
+        "/props default_generation_settings.n_ctx",
+    );
+    i.slots = u64_at(props, "/total_slots");
+    i.max_running_requests = i.slots;
+    i.model = props
+        .get("model_path")
+        .and_then(Value::as_str)
+        .map(|p| p.rsplit('/').next().unwrap_or(p).to_string());
+    i.version = props
+        .get("build_info")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    i.prefix_cache = Some(true);
+    i.reports_cached_tokens = Some(true);
+    i.tokenize = true;
+    let slots = i.slots.unwrap_or(1).min(u64::from(u32::MAX)) as u32;
+    i.set_flusher(Flusher::LlamacppEraseSlots { slots });
+    i
+}
+
+fn tgi_info(v: &Value) -> ServerInfo {
+    let mut i = ServerInfo::new(ServerKind::Tgi);
+    i.set_context(u64_at(v, "/max_total_tokens"), "/info max_total_tokens");
+    i.max_running_requests = u64_at(v, "/max_concurrent_requests");
+    i.model = v
+        .get("model_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
+    i.tokenize = true;
+    i
+}
+
+async fn has_tokenize(http: &Http) -> bool {
+    matches!(super::tokenize::vllm_style(http, "hello").await, Ok(Some(t)) if !t.is_empty())
+}
+
+/// Median round trip of a cheap GET (`/health`, else `/v1/models`).
+async fn rtt(http: &Http) -> Option<f64> {
+    let mut path = "/health";
+    if http
+        .call(reqwest::Method::GET, path, None, PROBE_TIMEOUT)
+        .await
+        .map(|r| r.0)
+        .ok()?
+        == 404
+    {
+        path = "/v1/models";
+    }
+    let mut times = Vec::with_capacity(RTT_SAMPLES);
+    for _ in 0..RTT_SAMPLES {
+        let t = Instant::now();
+        if http
+            .call(reqwest::Method::GET, path, None, PROBE_TIMEOUT)
+            .await
+            .is_ok()
+        {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    crate::stats::median(&times)
+}

@@ -1,0 +1,79 @@
+//! Emptying a server's prefix cache, where it offers a way, with back-off while it is busy.
+
+use super::http::Http;
+use super::{Flush, RequestError};
+use reqwest::Method;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The flush a server offers, as found by probing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flusher {
+    None,
+    /// SGLang `POST /flush_cache` (400 while requests run).
+    SglangFlushCache,
+    /// vLLM `POST /reset_prefix_cache` (dev mode only).
+    VllmResetPrefixCache,
+    /// llama.cpp `POST /slots/{id}?action=erase` for each slot.
+    LlamacppEraseSlots {
+        slots: u32,
+    },
+}
+
+/// Attempts while the server says it is busy, and the first back-off.
+const FLUSH_ATTEMPTS: u32 = 6;
+const FLUSH_BACKOFF: Duration = Duration::from_millis(50);
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Flusher {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Flusher::None => "none",
+            Flusher::SglangFlushCache => "/flush_cache",
+            Flusher::VllmResetPrefixCache => "/reset_prefix_cache",
+            Flusher::LlamacppEraseSlots { .. } => "/slots/{id}?action=erase",
+        }
+    }
+
+    pub async fn flush(&self, http: &Http) -> Result<Flush, RequestError> {
+        match self {
+            Flusher::None => Ok(Flush::NotOffered),
+            Flusher::SglangFlushCache => retry_busy(http, "/flush_cache").await,
+            Flusher::VllmResetPrefixCache => retry_busy(http, "/reset_prefix_cache").await,
+            Flusher::LlamacppEraseSlots { slots } => {
+                for id in 0..*slots {
+                    retry_busy(http, &format!("/slots/{id}?action=erase")).await?;
+                }
+                Ok(Flush::Done)
+            }
+        }
+    }
+}
+
+async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
+    let mut wait = FLUSH_BACKOFF;
+    let mut last = RequestError::Http {
+        status: 400,
+        message: String::new(),
+    };
+    for _ in 0..FLUSH_ATTEMPTS {
+        let (status, text) = http
+            .call(
+                Method::POST,
+                path,
+                Some(&Value::Object(Default::default())),
+                FLUSH_TIMEOUT,
+            )
+            .await?;
+        match status {
+            200..=299 => return Ok(Flush::Done),
+            404 | 405 => return Ok(Flush::NotOffered),
+            _ => {
+                last = http.status_error(status, text.as_bytes());
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+        }
+    }
+    Err(last)
+}

@@ -1,0 +1,310 @@
+//! HTTP plumbing shared by every backend: one client, credentials kept out of messages,
+//! server errors turned into `RequestError`s, and a streaming reader that timestamps bytes
+//! the moment they arrive.
+
+use super::RequestError;
+use super::sse::{SseItem, SseParser};
+use futures::StreamExt;
+use serde_json::Value;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The client all requests of a run go through.
+#[derive(Clone)]
+pub struct Http {
+    client: reqwest::Client,
+    base: String,
+    api_key: Option<String>,
+}
+
+/// Longest error body kept, in bytes.
+const ERROR_BODY_MAX: usize = 2048;
+
+impl Http {
+    pub fn new(base_url: &str, api_key: Option<String>) -> anyhow::Result<Self> {
+        install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(Http {
+            client,
+            base: base_url.trim_end_matches('/').to_string(),
+            api_key: api_key.filter(|k| !k.is_empty()),
+        })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// Remove the API key from any text that may reach output (servers echo headers).
+    pub fn redact(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(k) if k.len() >= 4 => text.replace(k.as_str(), "[redacted]"),
+            _ => text.to_string(),
+        }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let rb = self.client.request(method, self.url(path));
+        match &self.api_key {
+            Some(k) => rb.bearer_auth(k),
+            None => rb,
+        }
+    }
+
+    fn connect_error(&self, e: reqwest::Error) -> RequestError {
+        RequestError::Connect(self.redact(&without_url(&e)))
+    }
+
+    /// GET a JSON document; `Ok(None)` when the route does not exist (404/405).
+    pub async fn get_json(
+        &self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Option<Value>, RequestError> {
+        let resp = tokio::time::timeout(timeout, self.request(reqwest::Method::GET, path).send())
+            .await
+            .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?
+            .map_err(|e| self.connect_error(e))?;
+        let status = resp.status();
+        if status == 404 || status == 405 {
+            return Ok(None);
+        }
+        let body = tokio::time::timeout(timeout, resp.bytes())
+            .await
+            .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?
+            .map_err(|e| RequestError::Reset(self.redact(&without_url(&e))))?;
+        if !status.is_success() {
+            return Err(self.status_error(status.as_u16(), &body));
+        }
+        Ok(Some(serde_json::from_slice(&body).unwrap_or_else(|_| {
+            Value::String(String::from_utf8_lossy(&body).into_owned())
+        })))
+    }
+
+    /// Send a request and return status and body text (for flushes and small calls).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<(u16, String), RequestError> {
+        let mut rb = self.request(method, path);
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        let work = async {
+            let resp = rb.send().await.map_err(|e| self.connect_error(e))?;
+            let status = resp.status().as_u16();
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| RequestError::Reset(self.redact(&without_url(&e))))?;
+            Ok((status, self.redact(&text)))
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?
+    }
+
+    /// POST JSON and read the response as a stream of SSE items, timestamped on arrival.
+    /// `on_item` sees each item with the time since the request was sent; it returns
+    /// `true` once the response is complete (the final event seen).
+    pub async fn post_sse<F>(
+        &self,
+        path: &str,
+        body: &Value,
+        deadline: Duration,
+        mut on_item: F,
+    ) -> Result<SseEnd, RequestError>
+    where
+        F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
+    {
+        let sent = Instant::now();
+        let work = async {
+            let resp = self
+                .request(reqwest::Method::POST, path)
+                .json(body)
+                .send()
+                .await
+                .map_err(|e| self.connect_error(e))?;
+            let status = resp.status();
+            if !status.is_success() {
+                let bytes = resp.bytes().await.unwrap_or_default();
+                return Err(self.status_error(status.as_u16(), &bytes));
+            }
+            let mut parser = SseParser::new();
+            let mut stream = resp.bytes_stream();
+            while let Some(chunk) = stream.next().await {
+                let at = sent.elapsed();
+                let chunk =
+                    chunk.map_err(|e| RequestError::Reset(self.redact(&without_url(&e))))?;
+                let items = parser.push(&chunk).map_err(|e| RequestError::Malformed {
+                    offset: e.offset,
+                    message: self.redact(&e.message),
+                })?;
+                for item in &items {
+                    if on_item(at, item)? {
+                        return Ok(SseEnd {
+                            complete: true,
+                            elapsed: sent.elapsed(),
+                        });
+                    }
+                }
+            }
+            Ok(SseEnd {
+                complete: false,
+                elapsed: sent.elapsed(),
+            })
+        };
+        tokio::time::timeout(deadline, work)
+            .await
+            .map_err(|_| RequestError::Timeout(deadline.as_secs_f64()))?
+    }
+
+    /// Turn an error status and body into a `RequestError` with the server's own message.
+    pub fn status_error(&self, status: u16, body: &[u8]) -> RequestError {
+        let message = self.redact(&error_message(body));
+        if status == 400 && mentions_context_limit(&message) {
+            RequestError::ContextExceeded(message)
+        } else {
+            RequestError::Http { status, message }
+        }
+    }
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, Copy)]
+pub struct SseEnd {
+    /// The final event was seen.
+    pub complete: bool,
+    pub elapsed: Duration,
+}
+
+/// The message inside a server's error body: `{"error":{"message"}}`, `{"message"}`,
+/// `{"detail"}`, `{"error":"…"}`, or the text itself.
+pub fn error_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let from_json = serde_json::from_str::<Value>(&text).ok().and_then(|v| {
+        let pick = |v: &Value| v.as_str().map(str::to_string);
+        v.pointer("/error/message")
+            .and_then(pick)
+            .or_else(|| v.get("message").and_then(pick))
+            .or_else(|| v.get("detail").and_then(pick))
+            .or_else(|| v.get("error").and_then(pick))
+    });
+    let mut msg = from_json.unwrap_or_else(|| text.trim().to_string());
+    if msg.len() > ERROR_BODY_MAX {
+        let cut = (0..=ERROR_BODY_MAX)
+            .rev()
+            .find(|i| msg.is_char_boundary(*i))
+            .unwrap_or(0);
+        msg.truncate(cut);
+        msg.push('…');
+    }
+    msg
+}
+
+/// Whether a 400's message is about the prompt being too long.
+pub fn mentions_context_limit(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "context length",
+        "context_length",
+        "maximum context",
+        "too long",
+        "exceed",
+        "n_ctx",
+        "max_model_len",
+    ]
+    .iter()
+    .any(|k| m.contains(k))
+}
+
+/// reqwest errors include the URL, which may carry credentials: keep only the cause chain.
+fn without_url(e: &reqwest::Error) -> String {
+    let mut parts = Vec::new();
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        parts.push(s.to_string());
+        source = s.source();
+    }
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_decode() {
+        "response body failed"
+    } else {
+        "request failed"
+    };
+    if parts.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}: {}", parts.join(": "))
+    }
+}
+
+/// Credentials in a URL (`http://user:pass@host`) never reach output or files.
+pub fn strip_credentials(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string().trim_end_matches('/').to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+fn install_crypto_provider() {
+    // Fails only if a provider is already installed, which is what we want anyway.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_messages_are_extracted() {
+        assert_eq!(
+            error_message(br#"{"error":{"message":"too big"}}"#),
+            "too big"
+        );
+        assert_eq!(error_message(br#"{"object":"error","message":"m"}"#), "m");
+        assert_eq!(error_message(br#"{"detail":"d"}"#), "d");
+        assert_eq!(error_message(b"plain text\n"), "plain text");
+    }
+
+    #[test]
+    fn context_limit_messages_are_recognised() {
+        assert!(mentions_context_limit(
+            "The input (40000 tokens) is longer than the model's context length (32768 tokens)."
+        ));
+        assert!(mentions_context_limit(
+            "the request exceeds the available context size"
+        ));
+        assert!(!mentions_context_limit("invalid temperature"));
+    }
+
+    #[test]
+    fn keys_and_credentials_are_removed() {
+        let h = Http::new("http://127.0.0.1:1", Some("sk-canary-123".into())).unwrap();
+        assert_eq!(
+            h.redact("auth: Bearer sk-canary-123"),
+            "auth: Bearer [redacted]"
+        );
+        assert_eq!(
+            strip_credentials("http://u:p@127.0.0.1:8/x"),
+            "http://127.0.0.1:8/x"
+        );
+    }
+}

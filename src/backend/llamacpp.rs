@@ -1,0 +1,180 @@
+//! llama.cpp's llama-server native API: `/completion` with token-id prompts, one token per
+//! event, no `[DONE]`, and the server's own `timings` on the final event.
+
+use super::flush::Flusher;
+use super::http::Http;
+use super::sse::SseItem;
+use super::{Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub struct LlamaCpp {
+    pub http: Http,
+    pub flusher: Flusher,
+}
+
+#[async_trait]
+impl Backend for LlamaCpp {
+    fn api(&self) -> &'static str {
+        "llamacpp"
+    }
+
+    fn takes_token_ids(&self) -> bool {
+        true
+    }
+
+    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
+        let prompt = match &req.prompt {
+            Prompt::Ids(ids) => json!(ids),
+            Prompt::Text(t) => json!(t),
+        };
+        let body = json!({
+            "prompt": prompt,
+            "n_predict": req.max_tokens,
+            "ignore_eos": req.ignore_eos,
+            "cache_prompt": req.cache_prompt,
+            "temperature": 0.0,
+            "stream": true,
+        });
+        let mut acc = Events::default();
+        let end = self
+            .http
+            .post_sse("/completion", &body, req.deadline, |at, item| {
+                acc.on_item(at, item)
+            })
+            .await?;
+        acc.finish(end.complete, end.elapsed)
+    }
+
+    async fn flush(&self) -> Result<Flush, RequestError> {
+        self.flusher.flush(&self.http).await
+    }
+
+    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
+        super::tokenize::llamacpp_style(&self.http, text).await
+    }
+}
+
+#[derive(Default)]
+struct Events {
+    out: Completion,
+    tokens: u64,
+}
+
+impl Events {
+    fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
+        let SseItem::Event(ev) = item else {
+            return Ok(false);
+        };
+        let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
+            offset: ev.offset,
+            message: format!("not JSON: {e}"),
+        })?;
+        if let Some(err) = v.get("error") {
+            return Err(RequestError::ServerEvent(super::event_error_message(err)));
+        }
+        let content = v.get("content").and_then(Value::as_str).unwrap_or("");
+        let stop = v.get("stop").and_then(Value::as_bool).unwrap_or(false);
+        // Each event lists the token ids it carries; the final summary event carries none
+        // of its own unless it also holds the last piece of content.
+        let ids = v.get("tokens").and_then(Value::as_array).map(Vec::len);
+        let n = match ids {
+            Some(n) => n as u64,
+            None => u64::from(!content.is_empty() && !stop),
+        };
+        if n > 0 || (!content.is_empty() && !stop) {
+            self.out.events.push(StreamEvent { at, tokens: n });
+            self.tokens += n;
+        }
+        self.out.text.push_str(content);
+        if !stop {
+            return Ok(false);
+        }
+        let timings = v.get("timings").cloned().filter(Value::is_object);
+        let t = |k: &str| {
+            timings
+                .as_ref()
+                .and_then(|t| t.get(k))
+                .and_then(Value::as_u64)
+        };
+        self.out.cached_tokens =
+            t("cache_n").or_else(|| v.get("tokens_cached").and_then(Value::as_u64));
+        self.out.prompt_tokens = match (t("prompt_n"), t("cache_n")) {
+            (Some(p), c) => Some(p + c.unwrap_or(0)),
+            _ => v.get("tokens_evaluated").and_then(Value::as_u64),
+        };
+        let predicted = v
+            .get("tokens_predicted")
+            .and_then(Value::as_u64)
+            .or(t("predicted_n"));
+        self.out.completion_tokens = predicted.or(Some(self.tokens));
+        self.out.counts_from_server = ids.is_some() || predicted == Some(self.tokens);
+        self.out.finish_reason = Some(match v.get("stop_type").and_then(Value::as_str) {
+            Some("limit") => "length".to_string(),
+            Some("eos") | Some("word") => "stop".to_string(),
+            Some(other) => other.to_string(),
+            None => "stop".to_string(),
+        });
+        if v.get("truncated").and_then(Value::as_bool) == Some(true) {
+            self.out.finish_reason = Some("truncated".to_string());
+        }
+        self.out.server_timings = timings;
+        Ok(true)
+    }
+
+    fn finish(mut self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        if !complete {
+            return Err(RequestError::Incomplete);
+        }
+        self.out.e2e = elapsed;
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sse::SseEvent;
+
+    fn ev(data: &str) -> SseItem {
+        SseItem::Event(SseEvent {
+            data: data.into(),
+            event: None,
+            offset: 0,
+        })
+    }
+
+    #[test]
+    fn events_and_final_timings() {
+        let mut e = Events::default();
+        let ms = Duration::from_millis;
+        assert!(
+            !e.on_item(ms(5), &ev(r#"{"content":"a","tokens":[5],"stop":false}"#))
+                .unwrap()
+        );
+        assert!(
+            !e.on_item(ms(6), &ev(r#"{"content":"b","tokens":[6],"stop":false}"#))
+                .unwrap()
+        );
+        let last = r#"{"content":"","tokens":[],"stop":true,"stop_type":"limit","tokens_predicted":2,"tokens_evaluated":100,"truncated":false,"timings":{"cache_n":0,"prompt_n":100,"prompt_ms":12.5,"predicted_n":2,"predicted_ms":3.0}}"#;
+        assert!(e.on_item(ms(7), &ev(last)).unwrap());
+        let out = e.finish(true, ms(7)).unwrap();
+        assert_eq!(out.events.len(), 2);
+        assert_eq!(out.prompt_tokens, Some(100));
+        assert_eq!(out.cached_tokens, Some(0));
+        assert_eq!(out.completion_tokens, Some(2));
+        assert_eq!(out.finish_reason.as_deref(), Some("length"));
+        assert_eq!(out.server_timings.unwrap()["prompt_ms"], 12.5);
+    }
+
+    #[test]
+    fn mid_stream_error_event_fails_the_request() {
+        let mut e = Events::default();
+        let r = e.on_item(
+            Duration::ZERO,
+            &ev(r#"{"error":{"code":500,"message":"invalid utf-8","type":"server_error"}}"#),
+        );
+        assert_eq!(r, Err(RequestError::ServerEvent("invalid utf-8".into())));
+    }
+}

@@ -1,0 +1,190 @@
+//! SGLang's native API: `/generate` with `input_ids`, cumulative streaming with `meta_info`.
+
+use super::flush::Flusher;
+use super::http::Http;
+use super::sse::SseItem;
+use super::{Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+pub struct Sglang {
+    pub http: Http,
+    pub flusher: Flusher,
+}
+
+#[async_trait]
+impl Backend for Sglang {
+    fn api(&self) -> &'static str {
+        "sglang"
+    }
+
+    fn takes_token_ids(&self) -> bool {
+        true
+    }
+
+    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
+        let mut body = json!({
+            "sampling_params": {
+                "max_new_tokens": req.max_tokens,
+                "temperature": 0.0,
+                "ignore_eos": req.ignore_eos,
+            },
+            "stream": true,
+        });
+        if req.ignore_eos {
+            body["sampling_params"]["min_new_tokens"] = json!(req.max_tokens);
+        }
+        match &req.prompt {
+            Prompt::Ids(ids) => body["input_ids"] = json!(ids),
+            Prompt::Text(t) => body["text"] = json!(t),
+        }
+        let mut acc = Cumulative::default();
+        let end = self
+            .http
+            .post_sse("/generate", &body, req.deadline, |at, item| {
+                acc.on_item(at, item)
+            })
+            .await?;
+        acc.finish(end.complete, end.elapsed)
+    }
+
+    async fn flush(&self) -> Result<Flush, RequestError> {
+        self.flusher.flush(&self.http).await
+    }
+
+    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
+        super::tokenize::vllm_style(&self.http, text).await
+    }
+}
+
+/// Folds SGLang's cumulative events into per-event token counts.
+#[derive(Default)]
+struct Cumulative {
+    out: Completion,
+    tokens_so_far: u64,
+    text_len: usize,
+    finished: bool,
+}
+
+impl Cumulative {
+    fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
+        let SseItem::Event(ev) = item else {
+            return Ok(false);
+        };
+        if ev.data.trim() == "[DONE]" {
+            return Ok(true);
+        }
+        let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
+            offset: ev.offset,
+            message: format!("not JSON: {e}"),
+        })?;
+        if let Some(err) = v.get("error") {
+            return Err(RequestError::ServerEvent(super::event_error_message(err)));
+        }
+        let meta = v.get("meta_info").cloned().unwrap_or(Value::Null);
+        let text = v.get("text").and_then(Value::as_str).unwrap_or("");
+        let completion = meta.get("completion_tokens").and_then(Value::as_u64);
+        let tokens = match completion {
+            Some(c) => c.saturating_sub(self.tokens_so_far),
+            // No count: one token per event that adds text (an estimate, recorded as such).
+            None => u64::from(text.len() > self.text_len),
+        };
+        if let Some(c) = completion {
+            self.tokens_so_far = c.max(self.tokens_so_far);
+            self.out.counts_from_server = true;
+        } else {
+            self.tokens_so_far += tokens;
+        }
+        if tokens > 0 || text.len() > self.text_len {
+            self.out.events.push(StreamEvent { at, tokens });
+        }
+        if text.len() >= self.text_len {
+            self.text_len = text.len();
+            self.out.text = text.to_string();
+        }
+        let as_u64 = |k: &str| meta.get(k).and_then(Value::as_u64);
+        self.out.prompt_tokens = as_u64("prompt_tokens").or(self.out.prompt_tokens);
+        self.out.cached_tokens = as_u64("cached_tokens").or(self.out.cached_tokens);
+        if let Some(fr) = meta.get("finish_reason").filter(|f| !f.is_null()) {
+            self.finished = true;
+            self.out.finish_reason = Some(
+                fr.get("type")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| fr.to_string()),
+            );
+            let timing_keys = [
+                "e2e_latency",
+                "spec_verify_ct",
+                "spec_accept_length",
+                "spec_accept_rate",
+            ];
+            let timings: serde_json::Map<String, Value> = timing_keys
+                .iter()
+                .filter_map(|k| meta.get(*k).map(|v| ((*k).to_string(), v.clone())))
+                .collect();
+            if !timings.is_empty() {
+                self.out.server_timings = Some(Value::Object(timings));
+            }
+        }
+        Ok(false)
+    }
+
+    fn finish(mut self, saw_done: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        // `[DONE]` without a finish reason is still an incomplete response.
+        let _ = saw_done;
+        if !self.finished {
+            return Err(RequestError::Incomplete);
+        }
+        self.out.e2e = elapsed;
+        self.out.completion_tokens = Some(self.tokens_so_far);
+        Ok(self.out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sse::SseEvent;
+
+    fn ev(data: &str) -> SseItem {
+        SseItem::Event(SseEvent {
+            data: data.into(),
+            event: None,
+            offset: 0,
+        })
+    }
+
+    #[test]
+    fn cumulative_counts_become_per_event_tokens() {
+        let mut c = Cumulative::default();
+        let ms = Duration::from_millis;
+        let e1 = r#"{"text":"a","meta_info":{"prompt_tokens":100,"cached_tokens":0,"completion_tokens":1,"finish_reason":null}}"#;
+        let e2 = r#"{"text":"a b c","meta_info":{"prompt_tokens":100,"cached_tokens":0,"completion_tokens":3,"finish_reason":null}}"#;
+        let e3 = r#"{"text":"a b c d","meta_info":{"prompt_tokens":100,"cached_tokens":0,"completion_tokens":4,"finish_reason":{"type":"length","length":4},"e2e_latency":0.5}}"#;
+        assert!(!c.on_item(ms(10), &ev(e1)).unwrap());
+        assert!(!c.on_item(ms(20), &ev(e2)).unwrap());
+        assert!(!c.on_item(ms(30), &ev(e3)).unwrap());
+        assert!(c.on_item(ms(31), &ev("[DONE]")).unwrap());
+        let out = c.finish(true, ms(31)).unwrap();
+        let tokens: Vec<u64> = out.events.iter().map(|e| e.tokens).collect();
+        assert_eq!(tokens, vec![1, 2, 1]);
+        assert_eq!(out.completion_tokens, Some(4));
+        assert_eq!(out.prompt_tokens, Some(100));
+        assert_eq!(out.finish_reason.as_deref(), Some("length"));
+        assert_eq!(out.server_timings.unwrap()["e2e_latency"], 0.5);
+    }
+
+    #[test]
+    fn error_events_and_cut_streams_fail() {
+        let mut c = Cumulative::default();
+        let err = c.on_item(Duration::ZERO, &ev(r#"{"error":{"message":"boom"}}"#));
+        assert_eq!(err, Err(RequestError::ServerEvent("boom".into())));
+        let c = Cumulative::default();
+        assert_eq!(
+            c.finish(false, Duration::ZERO),
+            Err(RequestError::Incomplete)
+        );
+    }
+}

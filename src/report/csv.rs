@@ -1,0 +1,31 @@
+//! CSV: one row per point, raw numbers in SI units for spreadsheets.
+
+use crate::record::{Stat, Summary};
+
+const COLUMNS: &str = "context_tokens,prompt_tokens,attempts,n_valid,n_failed,ttft_s_median,ttft_s_p10,ttft_s_p90,prefill_tps_median,decode_tps_median,itl_p50_s_median,itl_p99_s_median,two_point_decode_tps_median,flags";
+
+pub fn render(summary: &Summary) -> String {
+    let med = |s: Option<Stat>| s.map(|s| s.median.to_string()).unwrap_or_default();
+    let mut out = format!("{COLUMNS}\n");
+    for p in &summary.points {
+        let flags: Vec<String> = p.flags.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            p.context_tokens,
+            p.prompt_tokens.map(|t| t.to_string()).unwrap_or_default(),
+            p.attempts,
+            p.n_valid,
+            p.n_failed,
+            med(p.ttft_s),
+            p.ttft_s.map(|s| s.p10.to_string()).unwrap_or_default(),
+            p.ttft_s.map(|s| s.p90.to_string()).unwrap_or_default(),
+            med(p.prefill_tps),
+            med(p.decode_tps),
+            med(p.itl_p50_s),
+            med(p.itl_p99_s),
+            med(p.two_point_decode_tps),
+            flags.join(";"),
+        ));
+    }
+    out
+}

@@ -1,0 +1,25 @@
+//! Markdown: the table as a GitHub-flavoured pipe table, for READMEs and reports.
+
+use super::table;
+use crate::record::{RunRecord, Summary};
+
+pub fn render(run: &RunRecord, summary: &Summary) -> String {
+    let mut out = format!(
+        "**{}** ({}, model `{}`), {} output tokens, {} reps, method {}\n\n",
+        run.target.url,
+        run.target.api,
+        run.target.model.as_deref().unwrap_or("?"),
+        run.config.output_tokens,
+        run.config.reps,
+        run.config.method
+    );
+    out.push_str(&format!("| {} |\n", table::HEADER.join(" | ")));
+    out.push_str(&format!("|{}\n", "---|".repeat(table::HEADER.len())));
+    for r in table::rows(summary) {
+        out.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    for n in &summary.notes {
+        out.push_str(&format!("\n> note: {n}\n"));
+    }
+    out
+}

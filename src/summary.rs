@@ -1,0 +1,238 @@
+//! Condensing samples and errors into per-point medians and spread: pure, so a report of a
+//! partial file and the sweep's own summary agree.
+
+use crate::record::{ErrorRecord, NeedleCell, PointSummary, Sample, Stat, Summary, flag};
+use crate::stats::quantile;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Outlier threshold on the modified z-score of TTFT.
+const OUTLIER_Z: f64 = 3.5;
+
+impl Stat {
+    /// Median, extremes and p10/p90 of the finite values; `None` when there are none.
+    pub fn of(xs: &[f64]) -> Option<Stat> {
+        let v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+        let q = |p| quantile(&v, p);
+        Some(Stat {
+            median: q(0.5)?,
+            min: q(0.0)?,
+            max: q(1.0)?,
+            p10: q(0.1)?,
+            p90: q(0.9)?,
+            n: v.len(),
+        })
+    }
+}
+
+fn stat_of(samples: &[&Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<Stat> {
+    let xs: Vec<f64> = samples.iter().filter_map(|s| f(s)).collect();
+    Stat::of(&xs)
+}
+
+/// Modified z-score outliers (Iglewicz–Hoaglin): 0.6745·|x − median| / MAD > 3.5.
+pub fn outlier_count(xs: &[f64]) -> usize {
+    let Some(med) = quantile(xs, 0.5) else {
+        return 0;
+    };
+    let dev: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
+    let Some(mad) = quantile(&dev, 0.5).filter(|m| *m > 0.0) else {
+        return 0;
+    };
+    dev.iter()
+        .filter(|d| 0.6745 * **d / mad > OUTLIER_Z)
+        .count()
+}
+
+/// Client-minus-server differences, where the server reports its own timings.
+fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
+    let ms = |s: &Sample, k: &str| {
+        s.server_timings
+            .as_ref()
+            .and_then(|t| t.get(k))
+            .and_then(Value::as_f64)
+            .map(|v| v / 1000.0)
+    };
+    let ttft: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.method == "stream")
+        .filter_map(|s| Some(s.ttft_s? - ms(s, "prompt_ms")?))
+        .collect();
+    let decode: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.method == "stream")
+        .filter_map(|s| {
+            let server_s = ms(s, "predicted_ms")?;
+            let n = s.server_timings.as_ref()?.get("predicted_n")?.as_f64()?;
+            // The client times tokens after the first; the server's decode covers n tokens.
+            let client_s = (s.output_tokens? as f64 - 1.0) / s.decode_tps?;
+            Some(client_s - server_s * (n - 1.0) / n)
+        })
+        .collect();
+    (quantile(&ttft, 0.5), quantile(&decode, 0.5))
+}
+
+pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
+    let mut lengths: Vec<u64> = samples
+        .iter()
+        .map(|s| s.context_tokens)
+        .chain(errors.iter().map(|e| e.context_tokens))
+        .collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    let mut points = Vec::new();
+    let mut notes = Vec::new();
+    let mut truncation_onset = None;
+    for n in lengths {
+        let all: Vec<&Sample> = samples.iter().filter(|s| s.context_tokens == n).collect();
+        let errs: Vec<&ErrorRecord> = errors.iter().filter(|e| e.context_tokens == n).collect();
+        let valid: Vec<&Sample> = all.iter().copied().filter(|s| s.valid).collect();
+        let stream: Vec<&Sample> = valid
+            .iter()
+            .copied()
+            .filter(|s| s.method == "stream")
+            .collect();
+        let two_point: Vec<&Sample> = valid
+            .iter()
+            .copied()
+            .filter(|s| s.method == "two-point")
+            .collect();
+        let main = if stream.is_empty() {
+            &two_point
+        } else {
+            &stream
+        };
+        let mut flags = BTreeMap::new();
+        for f in all.iter().flat_map(|s| &s.flags) {
+            *flags.entry(f.clone()).or_insert(0) += 1;
+        }
+        if flags.contains_key(flag::TRUNCATED) && truncation_onset.is_none() {
+            truncation_onset = Some(n);
+        }
+        let mut errors_by_kind = BTreeMap::new();
+        for e in &errs {
+            *errors_by_kind.entry(e.kind.clone()).or_insert(0) += 1;
+        }
+        let ttfts: Vec<f64> = main.iter().filter_map(|s| s.ttft_s).collect();
+        let (ttft_minus_server_s, decode_minus_server_s) = server_deltas(&valid);
+        let mut needle: BTreeMap<u64, (f64, usize, usize)> = BTreeMap::new();
+        for r in all.iter().filter_map(|s| s.needle.as_ref()) {
+            let e = needle
+                .entry((r.depth * 1e6) as u64)
+                .or_insert((r.depth, 0, 0));
+            e.1 += usize::from(r.ok);
+            e.2 += 1;
+        }
+        let prompt_tokens = quantile(
+            &all.iter()
+                .filter_map(|s| s.prompt_tokens)
+                .map(|p| p as f64)
+                .collect::<Vec<_>>(),
+            0.5,
+        )
+        .map(|p| p.round() as u64);
+        points.push(PointSummary {
+            context_tokens: n,
+            prompt_tokens,
+            attempts: all.len() + errs.len(),
+            n_valid: valid.len(),
+            n_failed: errs.len(),
+            errors: errors_by_kind,
+            flags,
+            ttft_s: stat_of(main, |s| s.ttft_s),
+            prefill_tps: stat_of(main, |s| s.prefill_tps),
+            decode_tps: stat_of(&stream, |s| s.decode_tps),
+            itl_p50_s: stat_of(&stream, |s| s.itl_p50_s),
+            itl_p99_s: stat_of(&stream, |s| s.itl_p99_s),
+            e2e_s: stat_of(main, |s| s.e2e_s),
+            two_point_decode_tps: stat_of(&two_point, |s| s.decode_tps),
+            ttft_minus_server_s,
+            decode_minus_server_s,
+            outliers: outlier_count(&ttfts),
+            needle: needle
+                .into_values()
+                .map(|(depth, passed, total)| NeedleCell {
+                    depth,
+                    passed,
+                    total,
+                })
+                .collect(),
+        });
+    }
+    if let Some(n) = truncation_onset {
+        notes.push(format!(
+            "the server truncated prompts silently from {n} tokens on: results at and beyond it are invalid"
+        ));
+    }
+    Summary {
+        points,
+        fit: Value::Null,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: u64, ttft: f64, valid: bool) -> Sample {
+        Sample {
+            context_tokens: n,
+            method: "stream".into(),
+            ttft_s: Some(ttft),
+            decode_tps: Some(100.0),
+            valid,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn invalid_samples_are_never_averaged() {
+        let s = vec![
+            sample(1024, 0.1, true),
+            sample(1024, 0.3, true),
+            sample(1024, 0.001, false),
+        ];
+        let e = vec![ErrorRecord {
+            context_tokens: 1024,
+            rep: 3,
+            kind: "timeout".into(),
+            message: "m".into(),
+            method: None,
+        }];
+        let sum = summarize(&s, &e);
+        let p = &sum.points[0];
+        assert_eq!((p.attempts, p.n_valid, p.n_failed), (4, 2, 1));
+        assert!((p.ttft_s.unwrap().median - 0.2).abs() < 1e-12);
+        assert_eq!(p.ttft_s.unwrap().min, 0.1);
+        assert_eq!(p.errors["timeout"], 1);
+    }
+
+    #[test]
+    fn a_point_with_only_errors_is_still_listed() {
+        let e = vec![ErrorRecord {
+            context_tokens: 2048,
+            rep: 0,
+            kind: "http_5xx".into(),
+            message: "m".into(),
+            method: None,
+        }];
+        let sum = summarize(&[], &e);
+        assert_eq!(sum.points.len(), 1);
+        assert_eq!(sum.points[0].n_valid, 0);
+        assert!(sum.points[0].ttft_s.is_none());
+    }
+
+    #[test]
+    fn outliers_by_mad() {
+        assert_eq!(outlier_count(&[1.0, 1.1, 0.9, 1.0, 1.05, 9.0]), 1);
+        assert_eq!(outlier_count(&[1.0, 1.0, 1.0]), 0);
+    }
+}
+
+/// `summarize`, plus the fitted scaling laws where enough points exist.
+pub fn summarize_with_fit(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
+    let mut s = summarize(samples, errors);
+    s.fit = crate::fit::fit_summary(&s);
+    s
+}

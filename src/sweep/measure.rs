@@ -1,0 +1,263 @@
+//! Turning what a request produced into a `Sample`: the metric definitions and the flags,
+//! as pure functions, so each rule is testable without a server.
+
+use crate::backend::Completion;
+use crate::prompt::Needle;
+use crate::record::{NeedleResult, Sample, flag};
+use crate::stats::quantile;
+
+/// What a measured request was meant to be.
+#[derive(Debug, Clone)]
+pub struct Expectation {
+    pub context_tokens: u64,
+    /// Prompt tokens sent, when known exactly (token-id prompts).
+    pub sent_tokens: Option<u64>,
+    pub output_tokens: u64,
+    /// Cached tokens tolerated before `cache_hit` (one cache page).
+    pub cache_allowance_tokens: u64,
+    pub needle: Option<Needle>,
+    pub rep: u32,
+}
+
+/// Relative prompt-length error tolerated before `length_mismatch` / `truncated`.
+pub const LENGTH_TOLERANCE: f64 = 0.01;
+
+/// Metrics of one streamed request (rule 5 of the measurement rules).
+pub fn stream_sample(c: &Completion, e: &Expectation) -> Sample {
+    let mut s = base_sample(c, e, "stream");
+    let first = c.events.first();
+    let ttft = first.map(|f| f.at.as_secs_f64());
+    s.ttft_s = ttft;
+    s.e2e_s = Some(c.e2e.as_secs_f64());
+    if let (Some(t), Some(p)) = (ttft, c.prompt_tokens) {
+        let uncached = p.saturating_sub(c.cached_tokens.unwrap_or(0));
+        s.prefill_tps = (t > 0.0).then(|| uncached as f64 / t);
+    }
+    if let (Some(f), Some(l), Some(n)) = (first, c.events.last(), c.completion_tokens) {
+        let dt = (l.at - f.at).as_secs_f64();
+        let decoded = n.saturating_sub(f.tokens);
+        s.decode_tps =
+            (c.events.len() >= 2 && dt > 0.0 && decoded > 0).then(|| decoded as f64 / dt);
+    }
+    let itls = inter_token_latencies(c);
+    s.itl_p50_s = quantile(&itls, 0.5);
+    s.itl_p99_s = quantile(&itls, 0.99);
+    let event_tokens: u64 = c.events.iter().map(|e| e.tokens).sum();
+    s.tokens_per_event_mean =
+        (!c.events.is_empty()).then(|| event_tokens as f64 / c.events.len() as f64);
+    finish_flags(s)
+}
+
+/// Two-point metrics from a 1-token request `a` and an N-token request `b`, both cold.
+pub fn two_point_sample(a: &Completion, b: &Completion, e: &Expectation) -> Sample {
+    let mut s = base_sample(b, e, "two-point");
+    let (ta, tb) = (a.e2e.as_secs_f64(), b.e2e.as_secs_f64());
+    let (na, nb) = (
+        a.completion_tokens.unwrap_or(1),
+        b.completion_tokens.unwrap_or(0),
+    );
+    s.ttft_s = Some(ta);
+    s.e2e_s = Some(tb);
+    if let Some(p) = a.prompt_tokens {
+        let uncached = p.saturating_sub(a.cached_tokens.unwrap_or(0));
+        s.prefill_tps = (ta > 0.0).then(|| uncached as f64 / ta);
+    }
+    if tb <= ta {
+        s.flags.push(flag::TWO_POINT_INVERTED.into());
+    } else if nb > na {
+        s.decode_tps = Some((nb - na) as f64 / (tb - ta));
+    }
+    // Either call served from cache corrupts the difference.
+    let hit_a = a.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens;
+    if hit_a && !s.flags.iter().any(|f| f == flag::CACHE_HIT) {
+        s.flags.push(flag::CACHE_HIT.into());
+    }
+    s.cached_tokens = match (a.cached_tokens, b.cached_tokens) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    finish_flags(s)
+}
+
+/// Fields and flags common to both methods, from the server's counts.
+fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
+    let mut s = Sample {
+        context_tokens: e.context_tokens,
+        prompt_tokens: c.prompt_tokens,
+        cached_tokens: c.cached_tokens,
+        output_tokens: c.completion_tokens,
+        method: method.to_string(),
+        rep: e.rep,
+        server_timings: c.server_timings.clone(),
+        ..Sample::default()
+    };
+    if c.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens {
+        s.flags.push(flag::CACHE_HIT.into());
+    }
+    if c.completion_tokens.unwrap_or(0) < e.output_tokens {
+        s.flags.push(flag::EARLY_STOP.into());
+    }
+    match c.prompt_tokens {
+        Some(p) => {
+            let off = |want: u64| (p as f64 - want as f64).abs() > LENGTH_TOLERANCE * want as f64;
+            let sent = e.sent_tokens.unwrap_or(e.context_tokens);
+            if (p as f64) < sent as f64 * (1.0 - LENGTH_TOLERANCE)
+                || c.finish_reason.as_deref() == Some("truncated")
+            {
+                s.flags.push(flag::TRUNCATED.into());
+            }
+            if off(e.context_tokens) {
+                s.flags.push(flag::LENGTH_MISMATCH.into());
+            }
+        }
+        None => s.flags.push(flag::NO_USAGE.into()),
+    }
+    if let Some(n) = &e.needle {
+        let ok = n.check(&c.text);
+        if !ok {
+            s.flags.push(flag::NEEDLE_FAILED.into());
+        }
+        s.needle = Some(NeedleResult {
+            depth: n.depth,
+            expected: n.expected.clone(),
+            answer: c.text.chars().take(80).collect(),
+            ok,
+        });
+    }
+    s
+}
+
+fn finish_flags(mut s: Sample) -> Sample {
+    s.valid = !s.flags.iter().any(|f| flag::invalidates(f))
+        && s.ttft_s.is_some()
+        && (s.decode_tps.is_some() || s.output_tokens.unwrap_or(0) <= 1);
+    s
+}
+
+/// ITL: each gap between events, divided over the tokens the later event carries,
+/// counted once per token.
+pub fn inter_token_latencies(c: &Completion) -> Vec<f64> {
+    c.events
+        .windows(2)
+        .flat_map(|w| {
+            let gap = (w[1].at - w[0].at).as_secs_f64();
+            let k = w[1].tokens.max(1);
+            std::iter::repeat_n(gap / k as f64, k as usize)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::StreamEvent;
+    use std::time::Duration;
+
+    fn completion(events: &[(u64, u64)], prompt: u64, cached: u64) -> Completion {
+        let events: Vec<StreamEvent> = events
+            .iter()
+            .map(|(ms, t)| StreamEvent {
+                at: Duration::from_millis(*ms),
+                tokens: *t,
+            })
+            .collect();
+        let n = events.iter().map(|e| e.tokens).sum();
+        Completion {
+            e2e: events.last().map(|e| e.at).unwrap_or_default(),
+            events,
+            prompt_tokens: Some(prompt),
+            cached_tokens: Some(cached),
+            completion_tokens: Some(n),
+            finish_reason: Some("length".into()),
+            counts_from_server: true,
+            ..Completion::default()
+        }
+    }
+
+    fn expect(n: u64, out: u64) -> Expectation {
+        Expectation {
+            context_tokens: n,
+            sent_tokens: Some(n),
+            output_tokens: out,
+            cache_allowance_tokens: 16,
+            needle: None,
+            rep: 0,
+        }
+    }
+
+    #[test]
+    fn definitions() {
+        // First event at 100 ms with 1 token, then 3 events of 3 tokens 30 ms apart.
+        let c = completion(&[(100, 1), (130, 3), (160, 3), (190, 3)], 1000, 0);
+        let s = stream_sample(&c, &expect(1000, 10));
+        assert!((s.ttft_s.unwrap() - 0.1).abs() < 1e-12);
+        assert!((s.prefill_tps.unwrap() - 10_000.0).abs() < 1e-6);
+        // (10 - 1) tokens over 90 ms, not 3 events over 90 ms.
+        assert!((s.decode_tps.unwrap() - 100.0).abs() < 1e-9);
+        assert!((s.itl_p50_s.unwrap() - 0.01).abs() < 1e-12);
+        assert!((s.tokens_per_event_mean.unwrap() - 2.5).abs() < 1e-12);
+        assert!(s.valid, "{:?}", s.flags);
+    }
+
+    #[test]
+    fn prefill_counts_only_uncached_tokens() {
+        let c = completion(&[(50, 1), (60, 1)], 1000, 16);
+        let s = stream_sample(&c, &expect(1000, 2));
+        assert!((s.prefill_tps.unwrap() - 984.0 / 0.05).abs() < 1e-6);
+        assert!(s.valid);
+    }
+
+    #[test]
+    fn cache_hits_beyond_a_page_invalidate() {
+        let c = completion(&[(5, 1), (10, 1)], 1000, 992);
+        let s = stream_sample(&c, &expect(1000, 2));
+        assert!(s.flags.contains(&"cache_hit".to_string()));
+        assert!(!s.valid);
+    }
+
+    #[test]
+    fn early_stop_truncation_and_mismatch() {
+        let c = completion(&[(5, 1), (10, 1)], 1000, 0);
+        let s = stream_sample(&c, &expect(1000, 8));
+        assert!(s.flags.contains(&"early_stop".to_string()) && !s.valid);
+
+        let c = completion(&[(5, 1), (10, 1)], 900, 0);
+        let s = stream_sample(&c, &expect(1000, 2));
+        assert!(s.flags.contains(&"truncated".to_string()));
+        assert!(s.flags.contains(&"length_mismatch".to_string()));
+
+        // Within 1 %: fine.
+        let c = completion(&[(5, 1), (10, 1)], 1009, 0);
+        assert!(stream_sample(&c, &expect(1000, 2)).valid);
+    }
+
+    #[test]
+    fn two_point_inversion_is_flagged() {
+        let a = completion(&[(460, 1)], 1000, 0);
+        let b = completion(&[(150, 1), (200, 16)], 1000, 992);
+        let s = two_point_sample(&a, &b, &expect(1000, 17));
+        assert!(s.flags.contains(&"two_point_inverted".to_string()));
+        assert!(s.flags.contains(&"cache_hit".to_string()));
+        assert!(s.decode_tps.is_none() && !s.valid);
+
+        let b = completion(&[(470, 1), (620, 16)], 1000, 0);
+        let s = two_point_sample(&a, &b, &expect(1000, 17));
+        assert!((s.decode_tps.unwrap() - 16.0 / 0.16).abs() < 1e-6);
+        assert!(s.valid, "{:?}", s.flags);
+    }
+
+    #[test]
+    fn needle_failure_keeps_the_timing_valid() {
+        let mut c = completion(&[(5, 1), (10, 1)], 1000, 0);
+        c.text = "unknown".into();
+        let mut e = expect(1000, 2);
+        e.needle = Some(Needle {
+            depth: 0.5,
+            expected: "okapi".into(),
+        });
+        let s = stream_sample(&c, &e);
+        assert!(s.flags.contains(&"needle_failed".to_string()));
+        assert!(s.valid);
+        assert!(!s.needle.unwrap().ok);
+    }
+}

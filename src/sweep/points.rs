@@ -1,0 +1,96 @@
+//! Planning the points: resolving `--lengths` against the server's limit, small to large.
+
+use crate::lengths::{LengthSpec, format_count};
+
+/// The server's context limit and where it was read.
+#[derive(Debug, Clone)]
+pub struct Limit {
+    pub tokens: u64,
+    pub source: String,
+}
+
+/// Resolve lengths: `max` becomes limit − output tokens; anything beyond the limit is refused
+/// before a request is sent. Sorted ascending (first results in seconds), deduplicated.
+pub fn resolve(
+    specs: &[LengthSpec],
+    output_tokens: u64,
+    limit: Option<&Limit>,
+) -> anyhow::Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        let n = match (spec, limit) {
+            (LengthSpec::Tokens(n), _) => *n,
+            (LengthSpec::Max, Some(l)) => l.tokens.checked_sub(output_tokens).filter(|n| *n > 0).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--lengths max: the server's limit of {} tokens ({}) leaves no room for {} output tokens",
+                    l.tokens, l.source, output_tokens
+                )
+            })?,
+            (LengthSpec::Max, None) => anyhow::bail!(
+                "--lengths max: the server does not report its context limit; give explicit lengths"
+            ),
+        };
+        if let Some(l) = limit {
+            if n + output_tokens > l.tokens {
+                anyhow::bail!(
+                    "--lengths {}: {} prompt + {} output tokens exceed the server's limit of {} tokens ({}); \
+                     the longest possible prompt is {} (use `max`)",
+                    format_count(n),
+                    n,
+                    output_tokens,
+                    l.tokens,
+                    l.source,
+                    l.tokens.saturating_sub(output_tokens)
+                );
+            }
+        }
+        out.push(n);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit() -> Limit {
+        Limit {
+            tokens: 32768,
+            source: "/v1/models max_model_len".into(),
+        }
+    }
+
+    #[test]
+    fn max_resolves_to_limit_minus_output_and_order_is_ascending() {
+        let specs = [
+            LengthSpec::Max,
+            LengthSpec::Tokens(1024),
+            LengthSpec::Tokens(1024),
+        ];
+        assert_eq!(
+            resolve(&specs, 64, Some(&limit())).unwrap(),
+            vec![1024, 32704]
+        );
+    }
+
+    #[test]
+    fn beyond_the_limit_is_refused_naming_it() {
+        let err = resolve(&[LengthSpec::Tokens(32768)], 64, Some(&limit())).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("32768 tokens") && msg.contains("max_model_len"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn max_needs_a_known_limit() {
+        assert!(resolve(&[LengthSpec::Max], 64, None).is_err());
+        assert_eq!(
+            resolve(&[LengthSpec::Tokens(5)], 64, None).unwrap(),
+            vec![5]
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! Where a sweep's prompts come from: token ids from the server's tokenizer when the API
+//! takes them, else text calibrated against the server's own prompt counts.
+
+use crate::backend::{Backend, GenRequest, Prompt};
+use crate::prompt::{
+    self, FILLER, IdVocabulary, NEEDLE_QUESTION, Needle, NonceSource, PromptMode, TextCalibration,
+};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Word counts of the two calibration prompts.
+const CALIBRATION_WORDS: (usize, usize) = (64, 768);
+const CALIBRATION_DEADLINE: Duration = Duration::from_secs(300);
+
+pub enum PromptSource {
+    Ids {
+        vocab: IdVocabulary,
+        /// Tokenized needle sentences, by expected answer.
+        needles: HashMap<String, Vec<u32>>,
+    },
+    Text(TextCalibration),
+}
+
+/// A prompt ready to send, and what is known of its length.
+pub struct Built {
+    pub prompt: Prompt,
+    pub sent_tokens: Option<u64>,
+}
+
+impl PromptSource {
+    /// Choose and prepare the prompt mode for `backend`.
+    pub async fn prepare(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<Self> {
+        if backend.takes_token_ids() {
+            let filler = backend.tokenize(FILLER).await?;
+            let question = backend.tokenize(NEEDLE_QUESTION).await?;
+            if let (Some(f), Some(q)) = (filler, question) {
+                if let Some(vocab) = IdVocabulary::new(f, q) {
+                    return Ok(PromptSource::Ids {
+                        vocab,
+                        needles: HashMap::new(),
+                    });
+                }
+            }
+        }
+        Ok(PromptSource::Text(calibrate(backend, with_needle).await?))
+    }
+
+    pub fn mode(&self) -> PromptMode {
+        match self {
+            PromptSource::Ids { .. } => PromptMode::TokenIds,
+            PromptSource::Text(_) => PromptMode::CalibratedText,
+        }
+    }
+
+    pub async fn build(
+        &mut self,
+        backend: &dyn Backend,
+        tokens: u64,
+        nonce: Option<&mut NonceSource>,
+        needle: Option<&Needle>,
+    ) -> anyhow::Result<Built> {
+        match self {
+            PromptSource::Ids { vocab, needles } => {
+                let fact = match needle {
+                    Some(n) => {
+                        if !needles.contains_key(&n.expected) {
+                            let ids = backend.tokenize(&n.sentence()).await?.ok_or_else(|| {
+                                anyhow::anyhow!("the server's tokenize endpoint disappeared")
+                            })?;
+                            needles.insert(n.expected.clone(), ids);
+                        }
+                        needles.get(&n.expected).map(|ids| (n, ids.as_slice()))
+                    }
+                    None => None,
+                };
+                let prompt = prompt::build_ids(vocab, tokens, nonce, fact);
+                let sent = match &prompt {
+                    Prompt::Ids(ids) => Some(ids.len() as u64),
+                    Prompt::Text(_) => None,
+                };
+                Ok(Built {
+                    prompt,
+                    sent_tokens: sent,
+                })
+            }
+            PromptSource::Text(cal) => Ok(Built {
+                prompt: prompt::build_text(cal.words_for(tokens), nonce, needle),
+                sent_tokens: None,
+            }),
+        }
+    }
+}
+
+/// Two 1-token requests of different sizes give tokens ≈ overhead + per_word · words.
+async fn calibrate(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<TextCalibration> {
+    let mut nonce = NonceSource::from_entropy();
+    let needle = with_needle.then(|| Needle {
+        depth: 0.5,
+        expected: "okapi".into(),
+    });
+    let mut counts = Vec::new();
+    for words in [CALIBRATION_WORDS.0, CALIBRATION_WORDS.1] {
+        let req = GenRequest {
+            prompt: prompt::build_text(words, Some(&mut nonce), needle.as_ref()),
+            max_tokens: 1,
+            ignore_eos: true,
+            cache_prompt: false,
+            deadline: CALIBRATION_DEADLINE,
+        };
+        let c = backend
+            .generate(&req)
+            .await
+            .map_err(|e| anyhow::anyhow!("calibrating prompt length: {e}"))?;
+        let n = c.prompt_tokens.ok_or_else(|| {
+            anyhow::anyhow!(
+                "calibrating prompt length: the server reports no prompt token count (usage) \
+                 and has no tokenize endpoint, so prompt lengths cannot be made exact"
+            )
+        })?;
+        counts.push((words, n));
+    }
+    TextCalibration::from_two(counts[0], counts[1]).ok_or_else(|| {
+        anyhow::anyhow!(
+            "calibrating prompt length: the server's counts {counts:?} do not grow with the text"
+        )
+    })
+}

@@ -1,0 +1,182 @@
+//! Measuring one sample: cache defeat (nonce, flush, `cache_prompt:false`), the request or
+//! two-point pair, and the verification flags.
+
+use super::measure::{self, Expectation};
+use super::prompts::PromptSource;
+use crate::backend::{Backend, Completion, Flush, GenRequest, RequestError};
+use crate::cli::{CacheBust, Method};
+use crate::prompt::{Needle, NonceSource};
+use crate::record::{ErrorRecord, Sample, flag};
+use std::time::Duration;
+
+pub struct Session<'a> {
+    pub backend: &'a dyn Backend,
+    pub prompts: PromptSource,
+    pub nonce: NonceSource,
+    pub cache_bust: CacheBust,
+    pub output_tokens: u64,
+    pub cache_allowance_tokens: u64,
+    /// Whether the server reports cached tokens; if not, hits are inferred from timing.
+    pub reports_cached_tokens: bool,
+}
+
+/// What one measurement produced.
+pub enum Outcome {
+    Sample(Box<Sample>),
+    Error(ErrorRecord),
+}
+
+impl Session<'_> {
+    /// One sample at `n` tokens by `method` (`Stream` or `TwoPoint`).
+    pub async fn measure(
+        &mut self,
+        n: u64,
+        rep: u32,
+        method: Method,
+        needle: Option<&Needle>,
+        deadline: Duration,
+    ) -> Outcome {
+        let result = match method {
+            Method::TwoPoint => self.two_point(n, rep, needle, deadline).await,
+            _ => self.stream(n, rep, needle, deadline).await,
+        };
+        match result {
+            Ok(s) => Outcome::Sample(Box::new(s)),
+            Err(e) => Outcome::Error(ErrorRecord {
+                context_tokens: n,
+                rep,
+                kind: e.kind().to_string(),
+                message: e.to_string(),
+                method: Some(
+                    if method == Method::TwoPoint {
+                        "two-point"
+                    } else {
+                        "stream"
+                    }
+                    .into(),
+                ),
+            }),
+        }
+    }
+
+    async fn stream(
+        &mut self,
+        n: u64,
+        rep: u32,
+        needle: Option<&Needle>,
+        deadline: Duration,
+    ) -> Result<Sample, RequestError> {
+        let (c, sent, flush_failed) = self
+            .cold_request(n, self.output_tokens, needle, deadline)
+            .await?;
+        let mut s = measure::stream_sample(&c, &self.expect(n, sent, rep, needle));
+        if flush_failed {
+            s.flags.push(flag::FLUSH_FAILED.into());
+        }
+        Ok(s)
+    }
+
+    async fn two_point(
+        &mut self,
+        n: u64,
+        rep: u32,
+        needle: Option<&Needle>,
+        deadline: Duration,
+    ) -> Result<Sample, RequestError> {
+        let (a, _, fa) = self.cold_request(n, 1, needle, deadline).await?;
+        let (b, sent, fb) = self
+            .cold_request(n, self.output_tokens, needle, deadline)
+            .await?;
+        let mut s = measure::two_point_sample(&a, &b, &self.expect(n, sent, rep, needle));
+        if fa || fb {
+            s.flags.push(flag::FLUSH_FAILED.into());
+        }
+        Ok(s)
+    }
+
+    fn expect(&self, n: u64, sent: Option<u64>, rep: u32, needle: Option<&Needle>) -> Expectation {
+        Expectation {
+            context_tokens: n,
+            sent_tokens: sent,
+            output_tokens: self.output_tokens,
+            cache_allowance_tokens: self.cache_allowance_tokens,
+            needle: needle.cloned(),
+            rep,
+        }
+    }
+
+    /// Flush where asked, build a fresh-nonce prompt, send it. Returns the completion, the
+    /// exact tokens sent (when known) and whether the flush failed.
+    async fn cold_request(
+        &mut self,
+        n: u64,
+        max_tokens: u64,
+        needle: Option<&Needle>,
+        deadline: Duration,
+    ) -> Result<(Completion, Option<u64>, bool), RequestError> {
+        let mut flush_failed = false;
+        if self.cache_bust.uses_flush() {
+            flush_failed = !matches!(
+                self.backend.flush().await,
+                Ok(Flush::Done | Flush::NotOffered)
+            );
+        }
+        let nonce = self.cache_bust.uses_nonce().then_some(&mut self.nonce);
+        let built = self
+            .prompts
+            .build(self.backend, n, nonce, needle)
+            .await
+            .map_err(|e| RequestError::Http {
+                status: 0,
+                message: format!("building the prompt: {e:#}"),
+            })?;
+        let req = GenRequest {
+            prompt: built.prompt,
+            max_tokens,
+            ignore_eos: true,
+            cache_prompt: self.cache_bust == CacheBust::Off,
+            deadline,
+        };
+        let c = self.backend.generate(&req).await?;
+        Ok((c, built.sent_tokens, flush_failed))
+    }
+
+    /// A warm-up request with its own nonce, excluded from results.
+    pub async fn warm_up(&mut self, n: u64, deadline: Duration) -> Result<(), RequestError> {
+        let built = self
+            .prompts
+            .build(self.backend, n, Some(&mut self.nonce), None)
+            .await
+            .map_err(|e| RequestError::Http {
+                status: 0,
+                message: format!("building the prompt: {e:#}"),
+            })?;
+        let req = GenRequest {
+            prompt: built.prompt,
+            max_tokens: self.output_tokens.min(8),
+            ignore_eos: true,
+            cache_prompt: false,
+            deadline,
+        };
+        self.backend.generate(&req).await.map(|_| ())
+    }
+}
+
+/// Without cached-token reports a hit shows only in timing: a TTFT under half of what a
+/// smaller prompt took (TTFT never falls with length), or under half the median of this
+/// length's earlier repetitions.
+pub fn infer_cache_hit(
+    s: &mut Sample,
+    smaller_point_ttft_s: Option<f64>,
+    same_point_median_s: Option<f64>,
+) {
+    if s.cached_tokens.is_some() {
+        return;
+    }
+    let Some(t) = s.ttft_s else { return };
+    let below = |r: Option<f64>| r.is_some_and(|r| t < 0.5 * r);
+    if below(smaller_point_ttft_s) || below(same_point_median_s) {
+        s.flags.push(flag::CACHE_HIT_INFERRED.into());
+        s.valid = false;
+    }
+}

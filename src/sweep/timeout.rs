@@ -1,0 +1,117 @@
+//! Per-request deadlines sized to the work: predicted from the points already measured,
+//! times a safety factor, with a floor — so a slow point fails alone.
+
+use std::time::Duration;
+
+/// Multiplier on the predicted time.
+const SAFETY: f64 = 4.0;
+/// No deadline is shorter than this.
+const FLOOR: Duration = Duration::from_secs(30);
+/// Before anything is measured.
+const FIRST: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone)]
+pub enum TimeoutPolicy {
+    Fixed(Duration),
+    Auto(Predictor),
+}
+
+impl TimeoutPolicy {
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        if text.eq_ignore_ascii_case("auto") {
+            return Ok(TimeoutPolicy::Auto(Predictor::default()));
+        }
+        match text.parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() => {
+                Ok(TimeoutPolicy::Fixed(Duration::from_secs_f64(s)))
+            }
+            _ => anyhow::bail!("--timeout `{text}`: use `auto` or a positive number of seconds"),
+        }
+    }
+
+    pub fn deadline(&self, context_tokens: u64, output_tokens: u64) -> Duration {
+        match self {
+            TimeoutPolicy::Fixed(d) => *d,
+            TimeoutPolicy::Auto(p) => p.deadline(context_tokens, output_tokens),
+        }
+    }
+
+    pub fn observe(&mut self, context_tokens: u64, ttft_s: f64, decode_tps: Option<f64>) {
+        if let TimeoutPolicy::Auto(p) = self {
+            p.observe(context_tokens, ttft_s, decode_tps);
+        }
+    }
+}
+
+/// Predicts a request's time from measured points. TTFT grows at most quadratically with the
+/// context (attention), so scaling the largest point measured by (n/n0)² bounds it from above;
+/// decode slows at most linearly.
+#[derive(Debug, Clone, Default)]
+pub struct Predictor {
+    /// (context, ttft_s, slowest decode tps) of the largest point seen.
+    largest: Option<(u64, f64, Option<f64>)>,
+}
+
+impl Predictor {
+    pub fn observe(&mut self, n: u64, ttft_s: f64, decode_tps: Option<f64>) {
+        match &mut self.largest {
+            Some((n0, t0, d0)) if *n0 == n => {
+                *t0 = t0.max(ttft_s);
+                *d0 = match (*d0, decode_tps) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            Some((n0, _, _)) if *n0 > n => {}
+            _ => self.largest = Some((n, ttft_s, decode_tps)),
+        }
+    }
+
+    pub fn predicted_s(&self, n: u64, output_tokens: u64) -> Option<f64> {
+        let (n0, t0, d0) = self.largest?;
+        let scale = (n as f64 / n0 as f64).max(1.0);
+        let ttft = t0 * scale * scale;
+        let decode = d0.map(|d| output_tokens as f64 / d * scale).unwrap_or(ttft);
+        Some(ttft + decode)
+    }
+
+    pub fn deadline(&self, n: u64, output_tokens: u64) -> Duration {
+        match self.predicted_s(n, output_tokens) {
+            Some(p) => Duration::from_secs_f64((p * SAFETY).min(86_400.0)).max(FLOOR),
+            None => FIRST,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_policy() {
+        assert!(matches!(
+            TimeoutPolicy::parse("auto").unwrap(),
+            TimeoutPolicy::Auto(_)
+        ));
+        assert!(
+            matches!(TimeoutPolicy::parse("2.5").unwrap(), TimeoutPolicy::Fixed(d) if d == Duration::from_millis(2500))
+        );
+        assert!(TimeoutPolicy::parse("-1").is_err());
+        assert!(TimeoutPolicy::parse("soon").is_err());
+    }
+
+    #[test]
+    fn deadlines_scale_with_the_work() {
+        let mut p = Predictor::default();
+        assert_eq!(p.deadline(1024, 64), FIRST);
+        p.observe(8192, 10.0, Some(50.0));
+        // 16k: ttft 10·4 = 40 s, decode 64/50·2 = 2.56 s -> x4 = 170.24 s.
+        let d = p.deadline(16384, 64).as_secs_f64();
+        assert!((d - 170.24).abs() < 1e-6, "{d}");
+        // Small points get the floor.
+        assert_eq!(
+            p.deadline(1024, 1),
+            Duration::from_secs_f64(10.0 * SAFETY + 1.0 / 50.0 * SAFETY).max(FLOOR)
+        );
+    }
+}
