@@ -136,20 +136,3 @@ pub async fn serve_forever(args: SimArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-// Interim stub until the simulator lands.
-pub struct SimConfig {
-    pub cost: SimCostArgs,
-    pub seed: u64,
-    pub model_name: String,
-}
-pub struct SimServer {
-    pub addr: std::net::SocketAddr,
-}
-impl SimServer {
-    pub async fn start(_host: &str, _port: u16, _config: SimConfig) -> anyhow::Result<SimServer> {
-        anyhow::bail!("sim: not yet implemented")
-    }
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
