@@ -20,6 +20,9 @@ pub struct GenRequest {
     pub min_tokens: u64,
     pub ignore_eos: bool,
     pub stream: bool,
+    /// When the request had arrived (the simulated clock starts then, so parsing and
+    /// bookkeeping never add to the configured costs).
+    pub arrived: tokio::time::Instant,
 }
 
 /// A request the model will run.
@@ -87,6 +90,7 @@ pub fn admit(state: &Arc<SimState>, req: GenRequest) -> Result<Admitted, ApiErro
         ignore_eos: req.ignore_eos,
         rng,
         fault,
+        arrived: req.arrived,
     };
     Ok(Admitted {
         slot,

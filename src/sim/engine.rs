@@ -14,6 +14,9 @@ use rand_chacha::ChaCha8Rng;
 const NATURAL_STOP_TOKENS: std::ops::RangeInclusive<u64> = 4..=40;
 
 /// One generation request, validated and fitted to the context.
+/// A wait for the compute lock longer than this means another request held it.
+const QUEUED: std::time::Duration = std::time::Duration::from_micros(500);
+
 pub struct Job {
     pub route: &'static str,
     pub prompt: Vec<u32>,
@@ -22,6 +25,7 @@ pub struct Job {
     pub ignore_eos: bool,
     pub rng: ChaCha8Rng,
     pub fault: Option<Fault>,
+    pub arrived: tokio::time::Instant,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +85,7 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         ignore_eos,
         mut rng,
         fault,
+        arrived,
     } = job;
     let prompt_tokens = prompt.len() as u64;
     let needle_answer = needle::answer(&detokenize(&prompt));
@@ -102,19 +107,23 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         needle_answer: needle_answer.clone(),
         fault: fault.map(|f| f.name().to_string()),
     };
+    let asked = tokio::time::Instant::now();
     let Some(_turn) = state.compute_turn().await else {
         return truth;
     };
-
-    let start = tokio::time::Instant::now();
+    // Compute starts on arrival when the engine was free, else when the previous request
+    // let go of it: the simulator's own parsing and bookkeeping are absorbed, not added.
+    let turn = tokio::time::Instant::now();
+    let start = if turn - asked < QUEUED { arrived } else { turn };
     let cached_tokens = state.cache().lookup(&prompt);
     truth.cached_tokens = cached_tokens;
     truth.prefill_s = state.cost.prefill_s(cached_tokens, prompt_tokens);
     let mut due = later(start, truth.prefill_s);
-    if !state.sleep_until(due).await {
+    // Bookkeeping inside the prefill budget; the lock keeps other requests from seeing it early.
+    state.cache().insert(&prompt);
+    if !state.sleep_until_precise(due).await {
         return truth;
     }
-    state.cache().insert(&prompt);
 
     let mut text = String::new();
     let first_tokens = target_tokens.min(1);

@@ -73,6 +73,7 @@ struct Shape {
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let arrived = tokio::time::Instant::now();
     let req: CompletionBody = match parse_body(&body, DIALECT) {
         Ok(req) => req,
         Err(e) => return e.into_response(),
@@ -96,11 +97,13 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         ignore_eos: req.ignore_eos.unwrap_or(false),
         stream: req.stream,
         options,
+        arrived,
     };
     serve(&state, call).await
 }
 
 pub async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let arrived = tokio::time::Instant::now();
     let req: ChatBody = match parse_body(&body, DIALECT) {
         Ok(req) => req,
         Err(e) => return e.into_response(),
@@ -127,11 +130,14 @@ pub async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -
         ignore_eos: req.ignore_eos.unwrap_or(false),
         stream: req.stream,
         options: req.stream_options.unwrap_or_default(),
+        arrived,
     };
     serve(&state, call).await
 }
 
 struct Call {
+    /// When the request body had arrived: the simulated clock starts here.
+    arrived: tokio::time::Instant,
     kind: Kind,
     route: &'static str,
     model: Option<String>,
@@ -164,6 +170,7 @@ async fn serve(state: &Arc<SimState>, call: Call) -> Response {
             min_tokens: call.min_tokens,
             ignore_eos: call.ignore_eos || call.min_tokens >= call.max_tokens,
             stream: call.stream,
+            arrived: call.arrived,
         },
     ) {
         Ok(admitted) => admitted,

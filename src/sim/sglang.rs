@@ -91,6 +91,7 @@ async fn start_generate(
             min_tokens,
             ignore_eos: params.ignore_eos.unwrap_or(false) || min_tokens >= max_tokens,
             stream: req.stream,
+            arrived,
         },
     )
     .map_err(IntoResponse::into_response)?;

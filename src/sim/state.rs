@@ -127,6 +127,20 @@ impl SimState {
         }
     }
 
+    /// Like `sleep_until`, but without the timer's millisecond rounding: sleeps to just
+    /// before `at`, then yields until it passes. Used where a late wake would bias a
+    /// measured figure (TTFT); decode steps use plain absolute sleeps, whose lateness is
+    /// the same on every step and cancels out of rates.
+    pub async fn sleep_until_precise(&self, at: Instant) -> bool {
+        if !self.sleep_until(at - PRECISE_MARGIN).await {
+            return false;
+        }
+        while Instant::now() < at {
+            tokio::task::yield_now().await;
+        }
+        true
+    }
+
     /// Sleep for a while; false when the server shuts down first.
     pub async fn sleep(&self, duration: Duration) -> bool {
         self.sleep_until(Instant::now() + duration).await
@@ -143,6 +157,9 @@ impl SimState {
 }
 
 /// `max_total_num_tokens` the simulator reports.
+/// How long before a precise deadline the timer hands over to yielding.
+const PRECISE_MARGIN: Duration = Duration::from_millis(2);
+
 pub fn pool_tokens(context_length: u64) -> u64 {
     context_length.saturating_mul(POOL_CONTEXTS)
 }

@@ -134,8 +134,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             let url = sim.url();
             eprintln!(
                 "ctxbench: no --url given: benchmarking the built-in simulator at {url} \
-                 (persona {:?}, spec {}, context {})",
-                args.sim.persona, args.sim.spec, args.sim.context_length
+                 (persona {}, spec {}, context {})",
+                format!("{:?}", args.sim.persona).to_lowercase(),
+                args.sim.spec,
+                args.sim.context_length
             );
             (Some(sim), url)
         }
