@@ -888,6 +888,59 @@ mod behaviour {
     }
 
     #[tokio::test]
+    async fn chat_whole_response_has_a_message() {
+        let http = client();
+        let server = start(&[]).await;
+        let body = json!({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "the sea"}]}],
+            "max_completion_tokens": 4, "ignore_eos": true});
+        let (status, body) = post_json(
+            &http,
+            &format!("{}/v1/chat/completions", server.url()),
+            body,
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["object"], "chat.completion");
+        assert_eq!(body["choices"][0]["message"]["role"], "assistant");
+        assert_eq!(
+            body["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .count(),
+            4
+        );
+        // BOS + system + "be"(1) + "brief"(marker + 5 bytes) + user + 2 words + assistant
+        assert_eq!(body["usage"]["prompt_tokens"], 13);
+    }
+
+    #[tokio::test]
+    async fn bad_configuration_is_refused_naming_the_flag() {
+        for (flags, flag) in [
+            (&["--fault-kinds", "http500,nope"][..], "--fault-kinds"),
+            (&["--fault-rate", "2"][..], "--fault-rate"),
+            (&["--sim-p0", "0"][..], "--sim-p0"),
+            (&["--sim-page-size", "0"][..], "--sim-page-size"),
+            (&["--spec", "0"][..], "--spec"),
+        ] {
+            let argv = std::iter::once("sim")
+                .chain(FAST.iter().copied())
+                .chain(flags.iter().copied());
+            let cost = CostFlags::try_parse_from(argv).unwrap().cost;
+            let config = SimConfig {
+                cost,
+                seed: 0,
+                model_name: "m".to_string(),
+            };
+            let err = SimServer::start("127.0.0.1", 0, config)
+                .await
+                .err()
+                .expect("refused");
+            assert!(err.to_string().contains(flag), "{flag}: {err}");
+        }
+    }
+
+    #[tokio::test]
     async fn shutdown_stops_serving() {
         let http = client();
         let server = start(&[]).await;
