@@ -4,7 +4,6 @@
 use super::fault::Fault;
 use super::needle;
 use super::state::{SimState, later};
-use super::tokenizer::detokenize;
 use super::truth::{DecodeStep, RequestTruth};
 use super::vocab::WORDS;
 use rand::RngExt;
@@ -88,7 +87,7 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         arrived,
     } = job;
     let prompt_tokens = prompt.len() as u64;
-    let needle_answer = needle::answer(&detokenize(&prompt));
+    let needle_answer = needle::answer_ids(&prompt);
     let natural = rng.random_range(NATURAL_STOP_TOKENS).max(min_tokens);
     let (target_tokens, finish) = if ignore_eos || natural >= max_tokens {
         (max_tokens, Finish::Length)

@@ -1,6 +1,8 @@
 //! The simulated model's one skill: answering "What is the secret X?" from a fact
 //! "The secret X is Y." earlier in the prompt, if the fact is still there.
 
+use super::tokenizer::detokenize;
+
 /// What the model answers when the fact is missing from its context.
 pub const NO_ANSWER: &str = "unknown";
 
@@ -8,6 +10,18 @@ const QUESTION: &str = "What is the secret ";
 /// Text allowed after the question mark (a chat template's role word, "Answer:" …).
 const MAX_TAIL_BYTES: usize = 32;
 const MAX_ANSWER_BYTES: usize = 64;
+
+/// Enough trailing tokens to hold the question, even spelled byte by byte.
+const QUESTION_TAIL_TOKENS: usize = 256;
+
+/// [`answer`] for a token prompt; long prompts are only read whole when they end asking.
+pub fn answer_ids(prompt: &[u32]) -> Option<String> {
+    let tail = &prompt[prompt.len().saturating_sub(QUESTION_TAIL_TOKENS)..];
+    if !detokenize(tail).contains(QUESTION.trim_end()) {
+        return None;
+    }
+    answer(&detokenize(prompt))
+}
 
 /// `None` when the prompt does not end asking a secret; else the answer (or [`NO_ANSWER`]).
 pub fn answer(prompt_text: &str) -> Option<String> {
@@ -54,6 +68,23 @@ mod tests {
     fn other_subject_does_not_count() {
         let p = "The secret color is red. What is the secret animal?";
         assert_eq!(answer(p).as_deref(), Some(NO_ANSWER));
+    }
+
+    #[test]
+    fn token_prompts_are_read_like_text() {
+        let text = format!(
+            "The secret animal is fox. {} What is the secret animal?",
+            "the sea ".repeat(500)
+        );
+        assert_eq!(
+            answer_ids(&crate::sim::tokenizer::tokenize(&text)).as_deref(),
+            Some("fox")
+        );
+        assert_eq!(
+            answer_ids(&crate::sim::tokenizer::tokenize("the sea")),
+            None
+        );
+        assert_eq!(answer_ids(&[]), None);
     }
 
     #[test]

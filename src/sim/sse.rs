@@ -15,19 +15,35 @@ use tokio::sync::mpsc;
 
 const KEEP_ALIVE_EVERY: Duration = Duration::from_millis(200);
 const STALL_LIMIT: Duration = Duration::from_secs(120);
+/// Pause before breaking the body, so hyper flushes the events already written.
+const RESET_AFTER: Duration = Duration::from_millis(20);
 
 type Frame = Result<Bytes, std::io::Error>;
 
+enum Message {
+    Event(Bytes),
+    Reset,
+}
+
 /// The sending end of one response body.
 pub struct EventStream {
-    tx: mpsc::UnboundedSender<Frame>,
+    tx: mpsc::UnboundedSender<Message>,
 }
 
 impl EventStream {
     /// A stream and the streaming response that carries it.
     pub fn open() -> (EventStream, Response) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Frame>();
-        let frames = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let (tx, rx) = mpsc::unbounded_channel::<Message>();
+        let frames = futures::stream::unfold(rx, |mut rx| async move {
+            let frame = match rx.recv().await? {
+                Message::Event(bytes) => Ok(bytes),
+                Message::Reset => {
+                    tokio::time::sleep(RESET_AFTER).await;
+                    Err(reset_error())
+                }
+            };
+            Some((frame, rx))
+        });
         let response = (
             [
                 (header::CONTENT_TYPE, "text/event-stream"),
@@ -41,7 +57,7 @@ impl EventStream {
 
     /// False once the client has gone.
     fn send(&self, frame: Bytes) -> bool {
-        self.tx.send(Ok(frame)).is_ok()
+        self.tx.send(Message::Event(frame)).is_ok()
     }
 
     pub fn data(&self, event: &Value) -> bool {
@@ -58,9 +74,7 @@ impl EventStream {
 
     /// End the body with an error: hyper drops the connection without the last chunk.
     fn reset(&self) {
-        let _ = self
-            .tx
-            .send(Err(std::io::Error::other("simulated connection reset")));
+        let _ = self.tx.send(Message::Reset);
     }
 }
 
@@ -159,12 +173,14 @@ async fn stall(state: &SimState, out: &EventStream) {
 
 /// A 200 response whose body breaks off (for `reset` on a non-streamed request).
 pub fn broken_body_response() -> Response {
-    let frames = futures::stream::iter([Frame::Err(std::io::Error::other(
-        "simulated connection reset",
-    ))]);
+    let frames = futures::stream::iter([Frame::Err(reset_error())]);
     (
         [(header::CONTENT_TYPE, "application/json")],
         Body::from_stream(frames),
     )
         .into_response()
+}
+
+fn reset_error() -> std::io::Error {
+    std::io::Error::other("simulated connection reset")
 }
