@@ -54,6 +54,9 @@ pub struct RunConfig {
     pub prompt_mode: String,
     /// Round-trip time to the server before the sweep (median of a few `/health`-like calls).
     pub rtt_s: Option<f64>,
+    /// The built-in simulator's settings, when it was the target (its port changes per run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<String>,
 }
 
 /// One measured request (or one two-point pair).

@@ -135,4 +135,3 @@ pub async fn serve_forever(args: SimArgs) -> anyhow::Result<()> {
     server.shutdown().await;
     Ok(())
 }
-

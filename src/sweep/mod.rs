@@ -192,6 +192,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             seed: args.seed,
             prompt_mode: prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
+            simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
         },
     };
     let (mut writer, mut samples, mut errors) = match &args.out {
