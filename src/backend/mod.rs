@@ -1,5 +1,6 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
+pub mod ndjson;
 pub mod sse;
 
 use async_trait::async_trait;
