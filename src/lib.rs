@@ -11,6 +11,7 @@ pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;
+pub mod resultfile;
 pub mod sim;
 pub mod stats;
 pub mod sweep;

@@ -594,7 +594,7 @@ mod tests {
     fn finders_agree_with_naive_scan() {
         let mut bytes = vec![b'x'; 40];
         for pos in 0..40 {
-            for &c in &[b'\n', b'\r'] {
+            for &c in b"\n\r" {
                 bytes[pos] = c;
                 assert_eq!(find_eol(&bytes), Some(pos));
                 assert_eq!(find_byte(&bytes, c), Some(pos));
