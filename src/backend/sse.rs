@@ -592,8 +592,8 @@ mod tests {
 
     #[test]
     fn finders_agree_with_naive_scan() {
-        let mut bytes = vec![b'x'; 40];
-        for pos in 0..40 {
+        let mut bytes = vec![b'x'; 100];
+        for pos in 0..100 {
             for &c in b"\n\r" {
                 bytes[pos] = c;
                 assert_eq!(find_eol(&bytes), Some(pos));
