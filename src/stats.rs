@@ -27,8 +27,24 @@ fn quantile_sorted(sorted: &[f64], q: f64) -> f64 {
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(sorted.len() - 1);
     let frac = h - lo as f64;
-    // Written so that equal neighbours give exactly that value.
-    sorted[lo] + frac * (sorted[hi] - sorted[lo])
+    let (a, b) = (sorted[lo], sorted[hi]);
+    if frac == 0.0 || a == b {
+        return a;
+    }
+    let d = b - a;
+    // `b − a` overflows only for neighbours of opposite sign near ±f64::MAX, where the
+    // weighted sum cannot overflow; rounding must not leave [a, b] either.
+    let v = if d.is_finite() {
+        a + frac * d
+    } else {
+        a * (1.0 - frac) + b * frac
+    };
+    v.clamp(a, b)
+}
+
+/// `|x − m|`, saturated at `f64::MAX` so that extreme finite inputs give no infinity.
+fn abs_dev(x: f64, m: f64) -> f64 {
+    (x - m).abs().min(f64::MAX)
 }
 
 /// Median of the finite values; `None` when there are none.
@@ -95,7 +111,7 @@ impl Spread {
 }
 
 fn mad_sorted(sorted: &[f64], median: f64) -> f64 {
-    let mut dev: Vec<f64> = sorted.iter().map(|x| (x - median).abs()).collect();
+    let mut dev: Vec<f64> = sorted.iter().map(|&x| abs_dev(x, median)).collect();
     dev.sort_by(f64::total_cmp);
     quantile_sorted(&dev, 0.5)
 }
@@ -118,7 +134,9 @@ pub fn outliers(xs: &[f64], threshold: f64) -> Vec<bool> {
     let scale = if mad > 0.0 {
         mad / MAD_TO_Z
     } else {
-        let mean_ad = v.iter().map(|x| (x - median).abs()).sum::<f64>() / v.len() as f64;
+        // Divide before summing: the sum of saturated deviations would overflow.
+        let n = v.len() as f64;
+        let mean_ad: f64 = v.iter().map(|&x| abs_dev(x, median) / n).sum();
         MEAN_AD_TO_SIGMA * mean_ad
     };
     xs.iter()
@@ -126,7 +144,8 @@ pub fn outliers(xs: &[f64], threshold: f64) -> Vec<bool> {
             if !x.is_finite() {
                 true
             } else if scale > 0.0 {
-                (x - median).abs() / scale > threshold
+                // An infinite scale makes every score 0, never NaN: the deviation is finite.
+                abs_dev(x, median) / scale > threshold
             } else {
                 false
             }
@@ -230,6 +249,9 @@ impl PolyFit {
 /// Standard errors need at least `degree + 2` points. x is centred and scaled before a
 /// Householder QR solve, so x spanning 10³..10⁶ is as well conditioned as 0..1.
 pub fn fit_poly(xs: &[f64], ys: &[f64], degree: usize) -> Option<PolyFit> {
+    if degree >= xs.len() {
+        return None;
+    }
     let powers: Vec<usize> = (0..=degree).collect();
     fit_terms(xs, ys, &powers, degree, true)
 }
@@ -428,6 +450,8 @@ fn fit_terms(
         .coeffs
         .iter()
         .chain(&fit.std_errors)
+        .chain(&fit.residuals)
+        .chain(fit.ci95.iter().flat_map(|(lo, hi)| [lo, hi]))
         .all(|v| v.is_finite())
         && fit.r2.is_finite();
     finite.then_some(fit)
@@ -516,6 +540,25 @@ mod tests {
         assert_eq!(quantile(&xs, -0.1), None);
         assert_eq!(quantile(&xs, 1.5), None);
         assert_eq!(quantile(&xs, f64::NAN), None);
+    }
+
+    #[test]
+    fn extreme_finite_values_give_no_nan_or_infinity() {
+        let xs = [-f64::MAX, f64::MAX];
+        for q in [0.0, 0.1, 0.5, 0.9, 1.0] {
+            let v = quantile(&xs, q).unwrap();
+            assert!(v.is_finite(), "q {q}: {v}");
+        }
+        let s = Spread::of(&[-f64::MAX, 0.0, f64::MAX]).unwrap();
+        assert!(s.mad.is_finite() && s.p10.is_finite() && s.p90.is_finite());
+        assert_eq!(
+            outliers(&[-f64::MAX, 0.0, 0.0, 0.0, f64::MAX], 3.5).len(),
+            5
+        );
+        let fit = fit_poly(&[-f64::MAX, 0.0, f64::MAX], &[1.0, 2.0, 3.0], 1);
+        assert!(fit.is_none_or(|f| f.coeffs.iter().all(|c| c.is_finite())));
+        assert!(fit_poly(&[1.0, 2.0], &[1.0, 2.0], usize::MAX).is_none());
+        assert!(fit_poly_nonneg(&[1.0, 2.0], &[1.0, 2.0], usize::MAX).is_none());
     }
 
     #[test]

@@ -27,6 +27,15 @@ impl fmt::Display for NdjsonError {
 
 impl std::error::Error for NdjsonError {}
 
+impl From<NdjsonError> for super::RequestError {
+    fn from(e: NdjsonError) -> Self {
+        super::RequestError::Malformed {
+            offset: e.offset,
+            message: e.message,
+        }
+    }
+}
+
 /// Incremental NDJSON parser: feed it chunks as they arrive, in order.
 ///
 /// Lines end in `\n` (a `\r` before it is JSON whitespace); blank lines are skipped.

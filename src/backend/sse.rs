@@ -54,6 +54,15 @@ impl fmt::Display for SseError {
 
 impl std::error::Error for SseError {}
 
+impl From<SseError> for super::RequestError {
+    fn from(e: SseError) -> Self {
+        super::RequestError::Malformed {
+            offset: e.offset,
+            message: e.message,
+        }
+    }
+}
+
 /// Incremental event-stream parser: feed it chunks as they arrive, in order.
 ///
 /// Work is linear in the bytes pushed: a line split across chunks is copied once into a
