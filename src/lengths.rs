@@ -1,4 +1,4 @@
-//! Parsing token counts and `--lengths`: `k`/`K` suffixes (x1024) and `max`.
+//! Parsing token counts and `--lengths`: `k` (x1024) and `m` (x1024²) suffixes, and `max`.
 
 use thiserror::Error;
 
@@ -24,9 +24,12 @@ pub enum LengthSpec {
 pub fn parse_count(text: &str) -> Result<u64, LengthError> {
     let t = text.trim();
     let bad = || LengthError::NotACount(t.to_string());
-    let (digits, scale) = match t.strip_suffix(['k', 'K']) {
-        Some(d) => (d, 1024.0),
-        None => (t, 1.0),
+    let (digits, scale) = if let Some(d) = t.strip_suffix(['k', 'K']) {
+        (d, 1024.0)
+    } else if let Some(d) = t.strip_suffix(['m', 'M']) {
+        (d, 1024.0 * 1024.0)
+    } else {
+        (t, 1.0)
     };
     if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit() || c == '.') {
         return Err(bad());
@@ -40,6 +43,11 @@ pub fn parse_count(text: &str) -> Result<u64, LengthError> {
         return Err(LengthError::Zero(t.to_string()));
     }
     Ok(tokens as u64)
+}
+
+/// `parse_count` as a clap value parser.
+pub fn parse_count_arg(text: &str) -> Result<u64, String> {
+    parse_count(text).map_err(|e| e.to_string())
 }
 
 /// Parse `--lengths`, keeping the user's order (the sweep sorts small to large).
@@ -63,7 +71,7 @@ pub fn parse_lengths(text: &str) -> Result<Vec<LengthSpec>, LengthError> {
 
 /// Render a token count compactly: 1024 -> "1k", 1536 -> "1536".
 pub fn format_count(tokens: u64) -> String {
-    if tokens >= 1024 && tokens % 1024 == 0 {
+    if tokens >= 1024 && tokens.is_multiple_of(1024) {
         format!("{}k", tokens / 1024)
     } else {
         tokens.to_string()
@@ -80,6 +88,7 @@ mod tests {
         assert_eq!(parse_count("32K"), Ok(32768));
         assert_eq!(parse_count("1.5k"), Ok(1536));
         assert_eq!(parse_count(" 8192 "), Ok(8192));
+        assert_eq!(parse_count("1m"), Ok(1_048_576));
     }
 
     #[test]

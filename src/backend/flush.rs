@@ -67,7 +67,8 @@ async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
             .await?;
         match status {
             200..=299 => return Ok(Flush::Done),
-            404 | 405 => return Ok(Flush::NotOffered),
+            // 501: llama-server without `--slot-save-path` has no slot actions.
+            404 | 405 | 501 => return Ok(Flush::NotOffered),
             _ => {
                 last = http.status_error(status, text.as_bytes());
                 tokio::time::sleep(wait).await;

@@ -1,8 +1,8 @@
 //! The `ctxbench plan` flags.
 
 use super::dtype::{KvDtype, WeightsDtype};
-use super::tokens::parse_token_count;
 use crate::cli::Format;
+use crate::lengths::parse_count_arg as parse_token_count;
 use clap::Args;
 use std::path::PathBuf;
 

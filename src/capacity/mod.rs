@@ -18,7 +18,6 @@ pub mod plan;
 pub mod presets;
 pub mod report;
 pub mod table;
-pub mod tokens;
 pub mod weights;
 pub mod window;
 

@@ -2,6 +2,8 @@
 //! through the same entry point as the command line.
 #![allow(dead_code)]
 
+pub mod llama;
+
 use clap::Parser;
 use ctxbench::cli::{Cli, Command, SweepArgs};
 use ctxbench::sim::{SimConfig, SimServer};
