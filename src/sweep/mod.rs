@@ -293,10 +293,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
                     let same = median_ttft(&samples, |p| p == n, &s.method);
                     session::infer_cache_hit(&mut s, smaller, same);
                 }
-                if s.valid {
-                    if let Some(t) = s.ttft_s {
-                        plan.timeout.observe(n, t, s.decode_tps);
-                    }
+                if s.valid
+                    && let Some(t) = s.ttft_s
+                {
+                    plan.timeout.observe(n, t, s.decode_tps);
                 }
                 writer.append(&Record::Sample(s.clone()))?;
                 samples.push(*s);

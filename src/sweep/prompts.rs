@@ -33,13 +33,13 @@ impl PromptSource {
         if backend.takes_token_ids() {
             let filler = backend.tokenize(FILLER).await?;
             let question = backend.tokenize(NEEDLE_QUESTION).await?;
-            if let (Some(f), Some(q)) = (filler, question) {
-                if let Some(vocab) = IdVocabulary::new(f, q) {
-                    return Ok(PromptSource::Ids {
-                        vocab,
-                        needles: HashMap::new(),
-                    });
-                }
+            if let (Some(f), Some(q)) = (filler, question)
+                && let Some(vocab) = IdVocabulary::new(f, q)
+            {
+                return Ok(PromptSource::Ids {
+                    vocab,
+                    needles: HashMap::new(),
+                });
             }
         }
         Ok(PromptSource::Text(calibrate(backend, with_needle).await?))
