@@ -23,7 +23,7 @@ PY="${CTXBENCH_CACHE:-$HOME/.cache/ctxbench}/venv/bin/python"
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -f "${BODY:-}"; }
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "${BODY:-}" "${SLOTDIR:-}"; }
 trap cleanup EXIT
 
 # start_server LOGFILE ARGS... -> sets PORT, URL; waits for /health 200
@@ -56,6 +56,7 @@ get()  { curl -sS -i "$URL$1" -o "$OUT/$2"; }
 post() { printf '%s' "$2" > "$BODY"; curl -sS -i -H 'Content-Type: application/json' --data-binary @"$BODY" "$URL$1" -o "$OUT/$3"; }
 sse()  { printf '%s' "$2" > "$BODY"; curl -sS -i -N -H 'Content-Type: application/json' --data-binary @"$BODY" "$URL$1" -o "$OUT/$3"; }
 
+SLOTDIR="$(mktemp -d)"
 SERVER_ARGS=(-c 32768 -np 1 -t 2 -tb 2 -b 2048 -ub 512 --no-webui --metrics)
 
 echo "$BIN --version" > "$OUT/version.txt"
@@ -74,11 +75,13 @@ for i in $(seq 1 400); do
 done
 rm -f "$OUT/.h" "$OUT/.server-loading.log"
 [[ -s "$OUT/health-loading.http" ]] || echo "(no 503 observed: the model loaded before the first successful connect)" > "$OUT/health-loading.http"
+# POST /slots/{id}?action=... is refused unless the server has --slot-save-path
+post /slots/0?action=erase '' slots-erase-no-save-path.http
 stop_server
 
 # --- main server --------------------------------------------------------------
-start_server "$OUT/.server.log" "${SERVER_ARGS[@]}"
-echo "$BIN -m $MODEL --host 127.0.0.1 --port $PORT ${SERVER_ARGS[*]}" > "$OUT/server-cmdline.txt"
+start_server "$OUT/.server.log" "${SERVER_ARGS[@]}" --slot-save-path "$SLOTDIR"
+echo "$BIN -m $MODEL --host 127.0.0.1 --port $PORT ${SERVER_ARGS[*]} --slot-save-path $SLOTDIR" > "$OUT/server-cmdline.txt"
 
 P50="$(ids 50)"
 get /health health.http
@@ -110,6 +113,13 @@ post /v1/completions "{\"model\":\"x\",\"prompt\":$P50,\"max_tokens\":8,\"ignore
 sse /v1/chat/completions '{"model":"x","messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"ignore_eos":true,"cache_prompt":false,"stream":true,"stream_options":{"include_usage":true}}' v1-chat-stream.sse
 post /v1/chat/completions '{"model":"x","messages":[{"role":"user","content":"hello world"}],"max_tokens":8,"ignore_eos":true,"cache_prompt":false}' v1-chat-nostream.http
 
+sse /v1/completions "{\"model\":\"x\",\"prompt\":$P50,\"max_tokens\":3,\"ignore_eos\":true,\"cache_prompt\":false,\"stream\":true}" v1-completions-stream-no-usage.sse
+sse /v1/chat/completions '{"model":"x","messages":[{"role":"user","content":"hello world"}],"max_tokens":3,"ignore_eos":true,"cache_prompt":false,"stream":true}' v1-chat-stream-no-usage.sse
+# response_fields trims the final event / non-stream body (list "stop" too, or it is dropped)
+RF='"response_fields":["content","stop","stop_type","truncated","tokens_predicted","tokens_evaluated","tokens_cached","timings"]'
+sse  /completion "{\"prompt\":$P50,\"n_predict\":3,\"ignore_eos\":true,\"cache_prompt\":false,\"stream\":true,$RF}" completion-stream-response-fields.sse
+post /completion "{\"prompt\":$P50,\"n_predict\":3,\"ignore_eos\":true,\"cache_prompt\":false,\"return_tokens\":true,\"response_fields\":[\"tokens\",\"stop\",\"timings/prompt_n\",\"timings/cache_n\"]}" completion-response-fields-nested.http
+
 # error cases
 post /completion "{\"prompt\":$(ids 33000),\"n_predict\":4,\"cache_prompt\":false}" completion-too-long.http
 sse  /completion "{\"prompt\":$(ids 33000),\"n_predict\":4,\"cache_prompt\":false,\"stream\":true}" completion-too-long-stream.sse
@@ -121,20 +131,53 @@ post /slots/5?action=erase '' slots-erase-bad-id.http
 get /metrics metrics-after.http
 
 # --- prefill / decode speed at 1k, 4k, 16k --------------------------------------
-{
+speed() {
+    echo "# $1; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# n_prompt  prompt_n  prompt_ms  prompt_per_second  predicted_n  predicted_ms  predicted_per_second  (cache_prompt:false, n_predict 32, ignore_eos)"
     for n in 1024 4096 16384; do
         printf '%s' "{\"prompt\":$(ids "$n" 3),\"n_predict\":32,\"ignore_eos\":true,\"cache_prompt\":false}" > "$BODY"
         curl -sS -H 'Content-Type: application/json' --data-binary @"$BODY" "$URL/completion" |
             "$PY" -c 'import sys,json; n=sys.argv[1]; t=json.load(sys.stdin)["timings"]; print(n, t["prompt_n"], round(t["prompt_ms"],1), round(t["prompt_per_second"]), t["predicted_n"], round(t["predicted_ms"],1), round(t["predicted_per_second"]))' "$n"
     done
-} > "$OUT/speed.txt"
-cat "$OUT/speed.txt" >&2
+}
+speed "-t 2 -tb 2 -b 2048 -ub 512" > "$OUT/speed.txt"
 
 stop_server
 # keep the head of the server log (startup lines show n_ctx, slots, threads)
-head -c 12000 "$OUT/.server.log" > "$OUT/server-stderr-head.txt"
+head -c 6000 "$OUT/.server.log" > "$OUT/server-stderr-head.txt"
 rm -f "$OUT/.server.log"
+
+# --- --cache-ram 0: erase really empties the slot ----------------------------------
+start_server "$OUT/.server-nocram.log" "${SERVER_ARGS[@]}" --slot-save-path "$SLOTDIR" --cache-ram 0
+echo "$BIN -m $MODEL --host 127.0.0.1 --port $PORT ${SERVER_ARGS[*]} --slot-save-path $SLOTDIR --cache-ram 0" > "$OUT/server-nocram-cmdline.txt"
+RF='"response_fields":["stop","tokens_evaluated","tokens_cached","timings/cache_n","timings/prompt_n"]'
+post /completion "{\"prompt\":$P50,\"n_predict\":2,\"ignore_eos\":true,$RF}" nocram-1-first.http
+post /completion "{\"prompt\":$P50,\"n_predict\":2,\"ignore_eos\":true,$RF}" nocram-2-repeat.http
+post /completion "{\"prompt\":$P50,\"n_predict\":2,\"ignore_eos\":true,\"cache_prompt\":false,$RF}" nocram-3-cache-false.http
+post /slots/0?action=erase '' nocram-4-erase.http
+post /completion "{\"prompt\":$P50,\"n_predict\":2,\"ignore_eos\":true,$RF}" nocram-5-after-erase.http
+stop_server
+rm -f "$OUT/.server-nocram.log"
+
+# --- same speed sweep with one thread (robust when the other core is busy) ---------
+start_server "$OUT/.server-t1.log" -c 32768 -np 1 -t 1 -tb 1 -b 2048 -ub 512 --no-webui
+speed "-t 1 -tb 1 -b 2048 -ub 512" >> "$OUT/speed.txt"
+stop_server
+rm -f "$OUT/.server-t1.log"
+cat "$OUT/speed.txt" >&2
+
+# --- a vocabulary WITH bytes >= 0x80: provokes the mid-stream error event ----------
+BYTEMODEL="$(mktemp --suffix=.gguf)"
+"$PY" "$HERE/make-gguf.py" "$BYTEMODEL" --seed 0 --full-byte-range 2>/dev/null
+MODEL_SAVED="$MODEL"; MODEL="$BYTEMODEL"
+start_server "$OUT/.server-bytes.log" -c 4096 -np 1 -t 2 --no-webui
+sse  /completion "{\"prompt\":$P50,\"n_predict\":400,\"ignore_eos\":true,\"cache_prompt\":false,\"stream\":true}" bytes-model-completion-stream.sse
+sse  /v1/completions "{\"model\":\"x\",\"prompt\":$P50,\"max_tokens\":400,\"ignore_eos\":true,\"cache_prompt\":false,\"stream\":true}" bytes-model-v1-completions-stream.sse
+post /completion "{\"prompt\":$P50,\"n_predict\":400,\"ignore_eos\":true,\"cache_prompt\":false,\"response_fields\":[\"stop_type\",\"tokens_predicted\"]}" bytes-model-completion-nostream.http
+stop_server
+grep -i "error\|invalid" "$OUT/.server-bytes.log" | head -20 > "$OUT/bytes-model-server-errors.txt" || true
+rm -f "$OUT/.server-bytes.log" "$BYTEMODEL"
+MODEL="$MODEL_SAVED"
 
 # --- small-context server: generation that runs into the end of the context ----
 start_server "$OUT/.server-small.log" -c 256 -np 1 -t 2 --no-webui

@@ -43,6 +43,8 @@ if command -v flock >/dev/null 2>&1; then
         echo "$BIN"
         exit 0
     fi
+    # We hold the lock: any build dir left here is from a killed run.
+    rm -rf "$CACHE"/.build-llama-server.* "$CACHE"/.llama-server-"$PIN".new.*
 fi
 
 for tool in python3 cc c++ make tar; do
@@ -71,6 +73,7 @@ CMAKE="$VENV/bin/cmake"
 
 WORK="$(mktemp -d "$CACHE/.build-llama-server.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM HUP   # so the EXIT trap also runs when killed
 cd "$WORK"
 
 SRC=""

@@ -44,7 +44,7 @@ come made may part hello world token context length prompt cache server bench mo
 fast slow test data text random tiny llama""".split()
 
 
-def build_vocab():
+def build_vocab(full_byte_range=False):
     tokens, scores, types = [], [], []
 
     def add(piece, score, ttype):
@@ -56,7 +56,7 @@ def build_vocab():
     add("<unk>", 0.0, T.UNKNOWN)   # 0
     add("<s>", 0.0, T.CONTROL)     # 1  BOS
     add("</s>", 0.0, T.CONTROL)    # 2  EOS
-    for b in range(0x80):          # 3..130 byte fallback, ASCII only
+    for b in range(0x100 if full_byte_range else 0x80):  # 3..130 byte fallback, ASCII only
         add("<0x%02X>" % b, 0.0, T.BYTE)
     seen = set(tokens)
     pieces = []
@@ -95,9 +95,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--full-byte-range", action="store_true",
+                    help="also add byte tokens <0x80>..<0xFF> (NOT for normal use: the model then "
+                         "emits invalid UTF-8; only to provoke llama-server's mid-stream error event)")
     args = ap.parse_args()
 
-    tokens, scores, types = build_vocab()
+    tokens, scores, types = build_vocab(args.full_byte_range)
     n_vocab = len(tokens)
     rng = np.random.Generator(np.random.PCG64(args.seed))
 

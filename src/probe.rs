@@ -1,7 +1,95 @@
 //! `ctxbench probe`: what server is this, its limits and capabilities.
 
-use crate::cli::ProbeArgs;
+use crate::backend::detect::{self, ServerInfo};
+use crate::backend::http::{Http, strip_credentials};
+use crate::cli::{Format, ProbeArgs};
 
-pub async fn run(_args: ProbeArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("probe: not yet implemented")
+pub async fn run(args: ProbeArgs) -> anyhow::Result<u8> {
+    let key = match &args.api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            anyhow::anyhow!("--api-key-env {var}: the environment variable is not set")
+        })?),
+        None => std::env::var("OPENAI_API_KEY").ok(),
+    };
+    reqwest::Url::parse(&args.url).map_err(|e| {
+        anyhow::anyhow!(
+            "--url `{}` is not a URL ({e})",
+            strip_credentials(&args.url)
+        )
+    })?;
+    let http = Http::new(&args.url, key)?;
+    let info = detect::probe(&http)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", http.redact(&format!("{e:#}"))))?;
+    let text = match args.format {
+        Format::Json => serde_json::to_string_pretty(&info)? + "\n",
+        _ => render(&strip_credentials(&args.url), &info),
+    };
+    print!("{text}");
+    Ok(crate::exit::OK)
+}
+
+fn or_unknown<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string())
+        .unwrap_or_else(|| "not reported".into())
+}
+
+fn yes_no(v: Option<bool>) -> String {
+    match v {
+        Some(true) => "yes".into(),
+        Some(false) => "no".into(),
+        None => "unknown".into(),
+    }
+}
+
+/// Human-readable probe result: one `key: value` line each.
+pub fn render(url: &str, i: &ServerInfo) -> String {
+    let cached_hint = match (i.kind.name(), i.reports_cached_tokens) {
+        ("sglang", Some(false)) => " (start SGLang with --enable-cache-report)",
+        ("vllm", None) => " (vLLM reports them with --enable-prompt-tokens-details)",
+        _ => "",
+    };
+    let rows = [
+        ("server", format!("{} at {url}", i.kind.name())),
+        ("version", or_unknown(i.version.as_ref())),
+        ("model", or_unknown(i.model.as_ref())),
+        (
+            "context limit",
+            match (&i.context_length, &i.context_source) {
+                (Some(n), Some(src)) => format!("{n} tokens (from {src})"),
+                (Some(n), None) => format!("{n} tokens"),
+                _ => "not reported".into(),
+            },
+        ),
+        ("max running requests", or_unknown(i.max_running_requests)),
+        ("slots", or_unknown(i.slots)),
+        (
+            "KV pool",
+            or_unknown(i.kv_pool_tokens.map(|t| format!("{t} tokens"))),
+        ),
+        ("cache page size", or_unknown(i.page_size)),
+        ("prefix cache", yes_no(i.prefix_cache)),
+        (
+            "reports cached tokens",
+            format!("{}{cached_hint}", yes_no(i.reports_cached_tokens)),
+        ),
+        ("cache flush", i.flush.to_string()),
+        ("tokenize endpoint", yes_no(Some(i.tokenize))),
+        (
+            "speculative decoding",
+            if i.speculative.is_null() {
+                "off or not reported".into()
+            } else {
+                i.speculative.to_string()
+            },
+        ),
+        (
+            "round trip",
+            or_unknown(i.rtt_s.map(|r| format!("{:.2} ms", r * 1e3))),
+        ),
+    ];
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
 }

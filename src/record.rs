@@ -7,6 +7,8 @@ use serde_json::Value;
 pub const SCHEMA: u32 = 1;
 
 /// One line of a result file.
+// One run record per file: boxing it would buy nothing but indirection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
@@ -54,6 +56,9 @@ pub struct RunConfig {
     pub prompt_mode: String,
     /// Round-trip time to the server before the sweep (median of a few `/health`-like calls).
     pub rtt_s: Option<f64>,
+    /// The built-in simulator's settings, when it was the target (its port changes per run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulator: Option<String>,
 }
 
 /// One measured request (or one two-point pair).

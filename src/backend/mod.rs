@@ -4,6 +4,7 @@ pub mod detect;
 pub mod flush;
 pub mod http;
 pub mod llamacpp;
+pub mod ndjson;
 pub mod openai;
 pub mod sglang;
 pub mod sse;

@@ -1,85 +1,620 @@
-//! Server-sent events: pure bytes -> events, robust to any chunking.
-//! (Interim version; replaced by the full parser.)
+//! Server-sent events: pure bytes -> events, robust to any chunking, linear in the input.
+//!
+//! Follows the WHATWG event-stream rules (lines end in `\n`, `\r\n` or `\r`; `data` lines
+//! join with `\n`; one space after the colon is stripped; unknown fields are ignored; a
+//! blank line dispatches; an event without data lines is not dispatched; a leading BOM is
+//! ignored), except that invalid UTF-8 is an error instead of being replaced: a benchmark
+//! must not quietly measure a corrupted stream. `id` and `retry` are parsed as fields and
+//! dropped, since a benchmark never reconnects.
 
-#[derive(Debug, Clone, PartialEq)]
+use std::fmt;
+
+/// The largest line, and the largest event (data plus name), accepted by default.
+pub const DEFAULT_MAX_BYTES: usize = 16 << 20;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
+    /// The `data` lines, joined with `\n`.
     pub data: String,
+    /// The `event` field; `None` when absent or empty (the WHATWG default type "message").
     pub event: Option<String>,
+    /// Byte offset, in the whole stream, of the event's first field line.
     pub offset: u64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+/// What one complete line or block of lines produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SseItem {
     Event(SseEvent),
+    /// A line starting with `:`: a keep-alive. It proves the connection is alive, not that
+    /// the server is making progress.
     Comment,
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("malformed event at byte {offset}: {message}")]
+/// A stream that is not a valid event stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseError {
+    /// Byte offset, in the whole stream, of the offending byte, line or event.
     pub offset: u64,
     pub message: String,
 }
 
-#[derive(Default)]
+impl fmt::Display for SseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "malformed event stream at byte {}: {}",
+            self.offset, self.message
+        )
+    }
+}
+
+impl std::error::Error for SseError {}
+
+impl From<SseError> for super::RequestError {
+    fn from(e: SseError) -> Self {
+        super::RequestError::Malformed {
+            offset: e.offset,
+            message: e.message,
+        }
+    }
+}
+
+/// Incremental event-stream parser: feed it chunks as they arrive, in order.
+///
+/// Work is linear in the bytes pushed: a line split across chunks is copied once into a
+/// carry-over buffer, a line inside one chunk is parsed in place.
+#[derive(Debug, Clone)]
 pub struct SseParser {
-    buf: Vec<u8>,
-    consumed: u64,
-    data: Option<String>,
+    max_bytes: usize,
+    /// Stream offset of the next byte to be pushed.
+    pos: u64,
+    /// Bytes of a line not yet terminated.
+    partial: Vec<u8>,
+    /// Stream offset of `partial[0]`.
+    partial_offset: u64,
+    /// The previous chunk ended in `\r`: a `\n` opening the next one belongs to that line end.
+    skip_lf: bool,
+    /// Still inside the first bytes of the stream, where a BOM may appear.
+    at_start: bool,
+    /// How many bytes of a BOM have been seen and held back at the stream start.
+    bom_len: usize,
+    data: String,
+    data_lines: usize,
     event: Option<String>,
-    start: u64,
+    /// Stream offset of the first field line of the event being collected.
+    event_offset: Option<u64>,
+    failed: Option<SseError>,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl SseParser {
+    /// A parser for a new stream, accepting lines and events up to [`DEFAULT_MAX_BYTES`].
     pub fn new() -> Self {
-        Self::default()
+        Self::with_max_bytes(DEFAULT_MAX_BYTES)
     }
 
+    /// A parser refusing any line, or any event's data plus name, longer than `max_bytes`.
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
+        SseParser {
+            max_bytes,
+            pos: 0,
+            partial: Vec::new(),
+            partial_offset: 0,
+            skip_lf: false,
+            at_start: true,
+            bom_len: 0,
+            data: String::new(),
+            data_lines: 0,
+            event: None,
+            event_offset: None,
+            failed: None,
+        }
+    }
+
+    /// Bytes pushed so far.
+    pub fn bytes_pushed(&self) -> u64 {
+        self.pos
+    }
+
+    /// Bytes of an event not yet dispatched: an unterminated line, or complete lines not yet
+    /// closed by a blank line. Non-zero at the end of the stream means it was cut mid-event.
+    pub fn pending_bytes(&self) -> u64 {
+        if self.at_start && self.bom_len > 0 {
+            return self.pos;
+        }
+        let mut start = self.pos;
+        if let Some(off) = self.event_offset {
+            start = start.min(off);
+        }
+        if !self.partial.is_empty() {
+            start = start.min(self.partial_offset);
+        }
+        self.pos - start
+    }
+
+    /// Parse the next chunk; returns the comments and events it completed, in stream order.
+    ///
+    /// After an error the parser stays failed: every later call returns the same error.
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseItem>, SseError> {
-        self.buf.extend_from_slice(chunk);
         let mut out = Vec::new();
-        while let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-            let line_offset = self.consumed;
-            let line: Vec<u8> = self.buf.drain(..=nl).collect();
-            self.consumed += line.len() as u64;
-            let line = std::str::from_utf8(&line).map_err(|e| SseError {
-                offset: line_offset + e.valid_up_to() as u64,
-                message: "invalid UTF-8".into(),
-            })?;
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.is_empty() {
-                if let Some(data) = self.data.take() {
-                    out.push(SseItem::Event(SseEvent {
-                        data,
-                        event: self.event.take(),
-                        offset: self.start,
-                    }));
-                }
-                continue;
+        self.push_into(chunk, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`push`](Self::push), appending to `out` to spare an allocation per chunk.
+    /// On error, `out` holds the items completed before the bad byte.
+    pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<SseItem>) -> Result<(), SseError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let result = self.parse_chunk(chunk, out);
+        if let Err(e) = &result {
+            self.failed = Some(e.clone());
+        }
+        result
+    }
+
+    /// End of stream: returns the event that was being collected, if it had data, as if a
+    /// blank line had closed it (an unterminated last line counts as a line).
+    ///
+    /// WHATWG discards such an event; whether to trust it is the caller's call. A comment
+    /// left unterminated is dropped.
+    pub fn finish(mut self) -> Result<Option<SseEvent>, SseError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if self.at_start && self.bom_len > 0 {
+            let mut sink = Vec::new();
+            self.parse_bytes(&BOM[..self.bom_len], 0, &mut sink)?;
+        }
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            let offset = self.partial_offset;
+            // A comment produces nothing an `Option<SseEvent>` can carry.
+            let mut sink = Vec::new();
+            self.process_line(&line, offset, &mut sink)?;
+        }
+        Ok(self.take_event())
+    }
+
+    fn parse_chunk(&mut self, chunk: &[u8], out: &mut Vec<SseItem>) -> Result<(), SseError> {
+        let base = self.pos;
+        self.pos = base + chunk.len() as u64;
+        let mut i = 0usize;
+        if self.at_start {
+            // The bytes held so far are always a prefix of the BOM, so only their count is kept.
+            while self.bom_len < BOM.len() && i < chunk.len() && chunk[i] == BOM[self.bom_len] {
+                self.bom_len += 1;
+                i += 1;
             }
-            if line.starts_with(':') {
-                out.push(SseItem::Comment);
-                continue;
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                None => (line, ""),
-            };
-            match field {
-                "data" => match &mut self.data {
-                    Some(d) => {
-                        d.push('\n');
-                        d.push_str(value);
-                    }
-                    None => {
-                        self.start = line_offset;
-                        self.data = Some(value.to_string());
-                    }
-                },
-                "event" => self.event = Some(value.to_string()),
-                _ => {}
+            if self.bom_len == BOM.len() {
+                self.at_start = false;
+            } else if i == chunk.len() {
+                return Ok(());
+            } else {
+                self.at_start = false;
+                self.parse_bytes(&BOM[..self.bom_len], 0, out)?;
             }
         }
-        Ok(out)
+        self.parse_bytes(&chunk[i..], base + i as u64, out)
+    }
+
+    /// Parses `bytes`, the first of which sits at stream offset `at`.
+    fn parse_bytes(
+        &mut self,
+        bytes: &[u8],
+        at: u64,
+        out: &mut Vec<SseItem>,
+    ) -> Result<(), SseError> {
+        let mut i = 0usize;
+        if self.skip_lf && !bytes.is_empty() {
+            self.skip_lf = false;
+            if bytes[0] == b'\n' {
+                i = 1;
+            }
+        }
+        while i < bytes.len() {
+            let rest = &bytes[i..];
+            let Some(eol) = find_eol(rest) else {
+                if self.partial.is_empty() {
+                    self.partial_offset = at + i as u64;
+                }
+                if self.partial.len() + rest.len() > self.max_bytes {
+                    return Err(self.too_long_line(self.partial_offset));
+                }
+                self.partial.extend_from_slice(rest);
+                return Ok(());
+            };
+            let term_len = if rest[eol] == b'\r' {
+                if eol + 1 < rest.len() {
+                    if rest[eol + 1] == b'\n' { 2 } else { 1 }
+                } else {
+                    self.skip_lf = true;
+                    1
+                }
+            } else {
+                1
+            };
+            if self.partial.is_empty() {
+                if eol > self.max_bytes {
+                    return Err(self.too_long_line(at + i as u64));
+                }
+                self.process_line(&rest[..eol], at + i as u64, out)?;
+            } else {
+                if self.partial.len() + eol > self.max_bytes {
+                    return Err(self.too_long_line(self.partial_offset));
+                }
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&rest[..eol]);
+                let offset = self.partial_offset;
+                let r = self.process_line(&line, offset, out);
+                // Keep the allocation for the next split line.
+                line.clear();
+                self.partial = line;
+                r?;
+            }
+            i += eol + term_len;
+        }
+        Ok(())
+    }
+
+    fn too_long_line(&self, offset: u64) -> SseError {
+        SseError {
+            offset,
+            message: format!("line longer than the {} byte limit", self.max_bytes),
+        }
+    }
+
+    fn process_line(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        out: &mut Vec<SseItem>,
+    ) -> Result<(), SseError> {
+        if line.is_empty() {
+            if let Some(ev) = self.take_event() {
+                out.push(SseItem::Event(ev));
+            }
+            return Ok(());
+        }
+        let line = std::str::from_utf8(line).map_err(|e| SseError {
+            offset: offset + e.valid_up_to() as u64,
+            message: "invalid UTF-8".to_string(),
+        })?;
+        if line.starts_with(':') {
+            out.push(SseItem::Comment);
+            return Ok(());
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        let event_offset = *self.event_offset.get_or_insert(offset);
+        match field {
+            "data" => {
+                let name_len = self.event.as_ref().map_or(0, String::len);
+                if self.data.len() + 1 + value.len() + name_len > self.max_bytes {
+                    return Err(self.too_big_event(event_offset));
+                }
+                if self.data_lines > 0 {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.data_lines += 1;
+            }
+            "event" => {
+                if self.data.len() + value.len() > self.max_bytes {
+                    return Err(self.too_big_event(event_offset));
+                }
+                self.event = (!value.is_empty()).then(|| value.to_string());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn too_big_event(&self, offset: u64) -> SseError {
+        SseError {
+            offset,
+            message: format!("event larger than the {} byte limit", self.max_bytes),
+        }
+    }
+
+    /// Ends the event being collected; returns it if it had data lines.
+    fn take_event(&mut self) -> Option<SseEvent> {
+        let offset = self.event_offset.take();
+        let event = self.event.take();
+        let had_data = self.data_lines > 0;
+        self.data_lines = 0;
+        // Copy out at the exact size and keep the buffer's capacity for the next event.
+        let data = String::from(self.data.as_str());
+        self.data.clear();
+        match (had_data, offset) {
+            (true, Some(offset)) => Some(SseEvent {
+                data,
+                event,
+                offset,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Index of the first `\n` or `\r` in `bytes`.
+///
+/// Eight bytes at a time: the byte scan is most of the parser's work on long `data` lines.
+pub(crate) fn find_eol(bytes: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const LF: u64 = LO * b'\n' as u64;
+    const CR: u64 = LO * b'\r' as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut base = 0usize;
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let a = w ^ LF;
+        let b = w ^ CR;
+        // Exact for the lowest matching byte: a borrow only travels upwards from a zero byte.
+        let hit = (a.wrapping_sub(LO) & !a & HI) | (b.wrapping_sub(LO) & !b & HI);
+        if hit != 0 {
+            return Some(base + (hit.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|p| base + p)
+}
+
+/// Index of the first `needle` in `bytes`, eight bytes at a time.
+pub(crate) fn find_byte(bytes: &[u8], needle: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pat = LO * needle as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut base = 0usize;
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        let a = w ^ pat;
+        let hit = a.wrapping_sub(LO) & !a & HI;
+        if hit != 0 {
+            return Some(base + (hit.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == needle)
+        .map(|p| base + p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(items: Vec<SseItem>) -> Vec<SseEvent> {
+        items
+            .into_iter()
+            .filter_map(|i| match i {
+                SseItem::Event(e) => Some(e),
+                SseItem::Comment => None,
+            })
+            .collect()
+    }
+
+    fn parse_all(bytes: &[u8]) -> Vec<SseItem> {
+        let mut p = SseParser::new();
+        p.push(bytes).unwrap()
+    }
+
+    fn ev(data: &str, event: Option<&str>, offset: u64) -> SseEvent {
+        SseEvent {
+            data: data.to_string(),
+            event: event.map(str::to_string),
+            offset,
+        }
+    }
+
+    #[test]
+    fn basic_events_and_done() {
+        let s = b"data: {\"a\":1}\n\ndata: [DONE]\n\n";
+        assert_eq!(
+            events(parse_all(s)),
+            vec![ev("{\"a\":1}", None, 0), ev("[DONE]", None, 15)]
+        );
+    }
+
+    #[test]
+    fn multi_line_data_event_name_and_unknown_fields() {
+        let s = b"event: delta\nid: 7\nretry: 10\nfoo: bar\ndata: a\ndata:b\ndata\n\n";
+        assert_eq!(events(parse_all(s)), vec![ev("a\nb\n", Some("delta"), 0)]);
+    }
+
+    #[test]
+    fn only_one_space_is_stripped() {
+        assert_eq!(
+            events(parse_all(b"data:  x \n\n")),
+            vec![ev(" x ", None, 0)]
+        );
+    }
+
+    #[test]
+    fn empty_data_line_dispatches_but_no_data_line_does_not() {
+        assert_eq!(events(parse_all(b"data:\n\n")), vec![ev("", None, 0)]);
+        assert!(events(parse_all(b"event: x\n\n")).is_empty());
+        assert!(events(parse_all(b"id: 1\n\n\n\n")).is_empty());
+    }
+
+    #[test]
+    fn comments_are_items_and_do_not_start_events() {
+        let items = parse_all(b": ping\n\n:\ndata: x\n\n");
+        assert_eq!(
+            items,
+            vec![
+                SseItem::Comment,
+                SseItem::Comment,
+                SseItem::Event(ev("x", None, 10))
+            ]
+        );
+    }
+
+    #[test]
+    fn all_line_endings() {
+        for s in [
+            &b"data: a\r\n\r\ndata: b\r\n\r\n"[..],
+            b"data: a\r\rdata: b\r\r",
+            b"data: a\n\ndata: b\n\n",
+        ] {
+            let got = events(parse_all(s));
+            assert_eq!(got.len(), 2, "{s:?}");
+            assert_eq!(got[0].data, "a");
+            assert_eq!(got[1].data, "b");
+        }
+    }
+
+    #[test]
+    fn cr_at_chunk_end_makes_no_phantom_line() {
+        let mut p = SseParser::new();
+        let mut out = p.push(b"data: a\r").unwrap();
+        out.extend(p.push(b"\ndata: b\r").unwrap());
+        out.extend(p.push(b"\n\r").unwrap());
+        out.extend(p.push(b"\n").unwrap());
+        assert_eq!(events(out), vec![ev("a\nb", None, 0)]);
+    }
+
+    #[test]
+    fn bom_is_skipped_even_when_split() {
+        let s = b"\xEF\xBB\xBFdata: x\n\n";
+        for cut in 0..s.len() {
+            let mut p = SseParser::new();
+            let mut out = p.push(&s[..cut]).unwrap();
+            out.extend(p.push(&s[cut..]).unwrap());
+            assert_eq!(events(out), vec![ev("x", None, 3)], "cut {cut}");
+        }
+        // Only at the start of the stream: elsewhere it is part of a field name.
+        let got = events(parse_all(b"data: x\n\n\xEF\xBB\xBFdata: y\n\n"));
+        assert_eq!(got, vec![ev("x", None, 0)]);
+    }
+
+    #[test]
+    fn partial_bom_then_other_bytes() {
+        let mut p = SseParser::new();
+        assert!(p.push(b"\xEF").unwrap().is_empty());
+        assert_eq!(p.pending_bytes(), 1);
+        let err = p.push(b"x\n").unwrap_err();
+        assert_eq!(err.offset, 0);
+        assert_eq!(SseParser::new().finish(), Ok(None));
+        let mut p = SseParser::new();
+        p.push(b"\xEF\xBB").unwrap();
+        assert_eq!(p.finish().unwrap_err().offset, 0);
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_byte() {
+        let err = SseParser::new()
+            .push(b"data: ok\n\ndata: ab\xFFc\n\n")
+            .unwrap_err();
+        assert_eq!(err.offset, 18);
+        assert!(err.to_string().contains("byte 18"), "{err}");
+        // Split across chunks.
+        let mut p = SseParser::new();
+        p.push(b"data: ok\n\ndata: ab").unwrap();
+        let err = p.push(b"\xFFc\n\n").unwrap_err();
+        assert_eq!(err.offset, 18);
+        // And the parser stays failed.
+        assert_eq!(p.push(b"data: x\n\n").unwrap_err(), err);
+    }
+
+    #[test]
+    fn multibyte_char_split_across_chunks_is_fine() {
+        let s = "data: h\u{e9}llo \u{1F600}\n\n".as_bytes();
+        for cut in 0..s.len() {
+            let mut p = SseParser::new();
+            let mut out = p.push(&s[..cut]).unwrap();
+            out.extend(p.push(&s[cut..]).unwrap());
+            assert_eq!(events(out), vec![ev("h\u{e9}llo \u{1F600}", None, 0)]);
+        }
+    }
+
+    #[test]
+    fn limits() {
+        let mut p = SseParser::with_max_bytes(16);
+        p.push(b"data: 0123456789\n").unwrap();
+        let err = p.push(b"data: 0123456789\n").unwrap_err();
+        assert_eq!(err.offset, 0);
+        assert!(err.message.contains("event larger"), "{err}");
+
+        let mut p = SseParser::with_max_bytes(16);
+        p.push(b"\n\ndata: 0123").unwrap();
+        let err = p.push(b"456789abcdef").unwrap_err();
+        assert_eq!(err.offset, 2);
+        assert!(err.message.contains("line longer"), "{err}");
+
+        let err = SseParser::with_max_bytes(4)
+            .push(b"\n: 12345\n")
+            .unwrap_err();
+        assert_eq!(err.offset, 1);
+    }
+
+    #[test]
+    fn pending_and_finish() {
+        let mut p = SseParser::new();
+        p.push(b"data: a\n\n: ka\n").unwrap();
+        assert_eq!(p.pending_bytes(), 0);
+        p.push(b"data: b\ndata: c").unwrap();
+        assert_eq!(p.pending_bytes(), 15);
+        assert_eq!(p.bytes_pushed(), 29);
+        assert_eq!(p.finish(), Ok(Some(ev("b\nc", None, 14))));
+
+        let mut p = SseParser::new();
+        p.push(b"data: a\n\n: unterminated").unwrap();
+        assert_eq!(p.pending_bytes(), 14);
+        assert_eq!(p.finish(), Ok(None));
+
+        let mut p = SseParser::new();
+        p.push(b"data: a\n\nevent: x\n").unwrap();
+        assert_eq!(p.finish(), Ok(None));
+    }
+
+    #[test]
+    fn event_name_resets_per_event() {
+        let got = events(parse_all(
+            b"event: a\ndata: 1\n\ndata: 2\n\nevent: b\nevent:\ndata: 3\n\n",
+        ));
+        assert_eq!(
+            got,
+            vec![ev("1", Some("a"), 0), ev("2", None, 18), ev("3", None, 27)]
+        );
+    }
+
+    #[test]
+    fn finders_agree_with_naive_scan() {
+        let mut bytes = vec![b'x'; 100];
+        for pos in 0..100 {
+            for &c in b"\n\r" {
+                bytes[pos] = c;
+                assert_eq!(find_eol(&bytes), Some(pos));
+                assert_eq!(find_byte(&bytes, c), Some(pos));
+                bytes[pos] = b'x';
+            }
+        }
+        assert_eq!(find_eol(&bytes), None);
+        assert_eq!(find_byte(&bytes, b'\n'), None);
+        // High bytes must not look like matches.
+        let high = [0x8A, 0x8D, 0x0B, 0x0C, 0xFF, 0x00, 0x09, 0x8A, 0x0E, b'\n'];
+        assert_eq!(find_eol(&high), Some(9));
+        assert_eq!(find_byte(&high, b'\n'), Some(9));
     }
 }

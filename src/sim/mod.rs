@@ -1,6 +1,29 @@
 //! The built-in simulated server: behaves like SGLang / an OpenAI-compatible server with a
 //! known cost model, so ctxbench can be demonstrated anywhere and tested against ground truth.
 
+mod admission;
+pub mod cache;
+pub mod cost;
+mod engine;
+mod error;
+pub mod fault;
+mod info;
+pub mod needle;
+mod openai;
+mod request;
+mod server;
+mod sglang;
+mod sse;
+mod state;
+pub mod tokenizer;
+pub mod truth;
+mod vocab;
+mod whole;
+
+pub use cost::CostModel;
+pub use server::SimServer;
+pub use truth::{DecodeStep, RequestTruth};
+
 use clap::{Args, ValueEnum};
 
 /// Which real server the simulator pretends to be (what `probe` should find).
@@ -37,6 +60,10 @@ pub struct SimCostArgs {
     /// Turn the prefix cache off.
     #[arg(long = "no-cache")]
     pub no_cache: bool,
+    /// Leave `usage.prompt_tokens_details.cached_tokens` out of OpenAI responses (like SGLang
+    /// without `--enable-cache-report`); `meta_info.cached_tokens` stays.
+    #[arg(long = "no-cache-report")]
+    pub no_cache_report: bool,
     /// Speculative decoding: each decode step emits 1..=K tokens in one event.
     #[arg(long, default_value_t = 1)]
     pub spec: u32,
@@ -76,25 +103,35 @@ pub struct SimArgs {
     pub cost: SimCostArgs,
 }
 
-/// `ctxbench sim`: serve until interrupted.
-pub async fn serve_forever(_args: SimArgs) -> anyhow::Result<()> {
-    anyhow::bail!("sim: not yet implemented")
-}
-
-// Interim stub until the simulator lands.
+/// Everything a simulator needs besides where to listen.
+#[derive(Debug, Clone)]
 pub struct SimConfig {
     pub cost: SimCostArgs,
     pub seed: u64,
     pub model_name: String,
 }
-pub struct SimServer {
-    pub addr: std::net::SocketAddr,
+
+impl From<SimArgs> for SimConfig {
+    fn from(args: SimArgs) -> SimConfig {
+        SimConfig {
+            cost: args.cost,
+            seed: args.seed,
+            model_name: args.model_name,
+        }
+    }
 }
-impl SimServer {
-    pub async fn start(_host: &str, _port: u16, _config: SimConfig) -> anyhow::Result<SimServer> {
-        anyhow::bail!("sim: not yet implemented")
-    }
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
+
+/// `ctxbench sim`: serve until interrupted.
+pub async fn serve_forever(args: SimArgs) -> anyhow::Result<()> {
+    let (host, port) = (args.host.clone(), args.port);
+    let server = SimServer::start(&host, port, args.into()).await?;
+    eprintln!(
+        "ctxbench sim listening on http://{} ({})",
+        server.addr,
+        server.describe()
+    );
+    tokio::signal::ctrl_c().await?;
+    eprintln!("ctxbench sim: interrupted, shutting down");
+    server.shutdown().await;
+    Ok(())
 }

@@ -134,8 +134,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             let url = sim.url();
             eprintln!(
                 "ctxbench: no --url given: benchmarking the built-in simulator at {url} \
-                 (persona {:?}, spec {}, context {})",
-                args.sim.persona, args.sim.spec, args.sim.context_length
+                 (persona {}, spec {}, context {})",
+                format!("{:?}", args.sim.persona).to_lowercase(),
+                args.sim.spec,
+                args.sim.context_length
             );
             (Some(sim), url)
         }
@@ -190,6 +192,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             seed: args.seed,
             prompt_mode: prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
+            simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
         },
     };
     let (mut writer, mut samples, mut errors) = match &args.out {

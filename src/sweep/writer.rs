@@ -97,7 +97,9 @@ fn check_same_run(old: &RunRecord, new: &RunRecord) -> Result<(), String> {
     if old.schema != new.schema {
         return Err(format!("schema ({} vs {})", old.schema, new.schema));
     }
-    if old.target.url != new.target.url {
+    // The built-in simulator listens on a fresh port each run: its settings identify it.
+    let both_sim = old.config.simulator.is_some() && new.config.simulator.is_some();
+    if old.target.url != new.target.url && !both_sim {
         return Err(format!("target ({} vs {})", old.target.url, new.target.url));
     }
     if old.target.api != new.target.api || old.target.model != new.target.model {

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's test command (README): builds the real peer (llama.cpp's llama-server and a
+# tiny random-weight model, cached under ~/.cache/ctxbench/) when missing, then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== peer: llama-server (cached after the first build)" >&2
+CTXBENCH_LLAMA_SERVER="$(bash scripts/llama-server.sh | tail -n 1)"
+echo "== peer: tiny random-weight GGUF model" >&2
+CTXBENCH_TINY_MODEL="$(bash scripts/tiny-model.sh | tail -n 1)"
+export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL
+
+echo "== cargo test" >&2
+cargo test --all-targets "$@"

@@ -1,0 +1,96 @@
+//! What the simulated server says about itself: `/server_info`, `/model_info`, `/v1/models`,
+//! health checks. `probe` reads these exactly as it would a real server's.
+
+use super::Persona;
+use super::state::{SimState, pool_tokens};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A chunked-prefill size the simulator claims (it does not chunk).
+const CHUNKED_PREFILL_TOKENS: u64 = 8192;
+const MEM_FRACTION_STATIC: f64 = 0.88;
+
+pub fn version() -> String {
+    format!("sim-{}", env!("CARGO_PKG_VERSION"))
+}
+
+pub async fn server_info(State(state): State<Arc<SimState>>) -> Json<Value> {
+    let args = &state.config.cost;
+    let spec = args.spec > 1;
+    let pool = pool_tokens(args.context_length);
+    let used = state.cache().cached_pages() as u64 * args.page_size;
+    Json(json!({
+        "model_path": state.config.model_name,
+        "tokenizer_path": state.config.model_name,
+        "served_model_name": state.config.model_name,
+        "context_length": args.context_length,
+        "max_running_requests": args.max_running,
+        "max_total_tokens": null,
+        "max_total_num_tokens": pool,
+        "max_req_input_len": args.context_length - 1,
+        "page_size": args.page_size,
+        "disable_radix_cache": args.no_cache,
+        "enable_cache_report": !args.no_cache_report,
+        "speculative_algorithm": if spec { json!("EAGLE") } else { Value::Null },
+        "speculative_num_steps": if spec { json!(args.spec - 1) } else { Value::Null },
+        "speculative_eagle_topk": if spec { json!(1) } else { Value::Null },
+        "speculative_num_draft_tokens": if spec { json!(args.spec) } else { Value::Null },
+        "chunked_prefill_size": CHUNKED_PREFILL_TOKENS,
+        "mem_fraction_static": MEM_FRACTION_STATIC,
+        "tp_size": 1,
+        "dp_size": 1,
+        "random_seed": state.config.seed,
+        "version": version(),
+        "internal_states": [{
+            "memory_usage": {"token_capacity": pool, "cached_tokens": used},
+            "avg_spec_accept_length": if spec { json!((1.0 + args.spec as f64) / 2.0) } else { Value::Null },
+            "last_gen_throughput": 0.0,
+        }],
+    }))
+}
+
+pub async fn model_info(State(state): State<Arc<SimState>>) -> Json<Value> {
+    Json(json!({
+        "model_path": state.config.model_name,
+        "tokenizer_path": state.config.model_name,
+        "is_generation": true,
+        "preferred_sampling_params": null,
+        "weight_version": "default",
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+    }))
+}
+
+pub async fn models(State(state): State<Arc<SimState>>) -> Json<Value> {
+    let owner = match state.config.cost.persona {
+        Persona::Sglang => "sglang",
+        Persona::Openai => "vllm",
+    };
+    Json(json!({
+        "object": "list",
+        "data": [{
+            "id": state.config.model_name,
+            "object": "model",
+            "created": 0,
+            "owned_by": owner,
+            "root": state.config.model_name,
+            "max_model_len": state.config.cost.context_length,
+        }],
+    }))
+}
+
+pub async fn health(State(state): State<Arc<SimState>>) -> Response {
+    if state.is_stopping() {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    StatusCode::OK.into_response()
+}
+
+/// Fallback like FastAPI's.
+pub async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))).into_response()
+}

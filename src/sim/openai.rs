@@ -1,0 +1,315 @@
+//! OpenAI-compatible routes (`/v1/completions`, `/v1/chat/completions`): delta streaming,
+//! `stream_options` usage chunks and `prompt_tokens_details.cached_tokens`.
+
+use super::Persona;
+use super::admission::{GenRequest, admit};
+use super::engine::Progress;
+use super::error::{ApiError, Dialect, parse_body};
+use super::request::{ChatMessage, any_prompt, chat_prompt};
+use super::sse::{EventStream, StreamFormat, stream_job};
+use super::state::SimState;
+use super::whole::{Outcome, run_whole};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const DIALECT: Dialect = Dialect::OpenAi;
+/// vLLM's default for `/v1/completions`.
+const DEFAULT_COMPLETION_TOKENS: u64 = 16;
+
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+    continuous_usage_stats: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionBody {
+    model: Option<String>,
+    prompt: Option<Value>,
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    ignore_eos: Option<bool>,
+    min_tokens: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChatBody {
+    model: Option<String>,
+    messages: Vec<ChatMessage>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    stream: bool,
+    stream_options: Option<StreamOptions>,
+    ignore_eos: Option<bool>,
+    min_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Chat,
+}
+
+/// What every chunk of one response shares.
+struct Shape {
+    kind: Kind,
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
+    continuous_usage: bool,
+    report_cache: bool,
+    last_usage: Value,
+}
+
+pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let arrived = tokio::time::Instant::now();
+    let req: CompletionBody = match parse_body(&body, DIALECT) {
+        Ok(req) => req,
+        Err(e) => return e.into_response(),
+    };
+    let Some(prompt) = req.prompt.as_ref() else {
+        return ApiError::bad_request(DIALECT, "`prompt` is required").into_response();
+    };
+    let prompt = match any_prompt(prompt, "prompt") {
+        Ok(prompt) => prompt,
+        Err(message) => return ApiError::bad_request(DIALECT, message).into_response(),
+    };
+    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_COMPLETION_TOKENS);
+    let options = req.stream_options.unwrap_or_default();
+    let call = Call {
+        kind: Kind::Text,
+        route: "/v1/completions",
+        model: req.model,
+        prompt,
+        max_tokens,
+        min_tokens: req.min_tokens.unwrap_or(0),
+        ignore_eos: req.ignore_eos.unwrap_or(false),
+        stream: req.stream,
+        options,
+        arrived,
+    };
+    serve(&state, call).await
+}
+
+pub async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    let arrived = tokio::time::Instant::now();
+    let req: ChatBody = match parse_body(&body, DIALECT) {
+        Ok(req) => req,
+        Err(e) => return e.into_response(),
+    };
+    let prompt = match chat_prompt(&req.messages) {
+        Ok(prompt) => prompt,
+        Err(message) => return ApiError::bad_request(DIALECT, message).into_response(),
+    };
+    // Like vLLM: without a limit the answer may fill the rest of the context.
+    let room = state
+        .config
+        .cost
+        .context_length
+        .saturating_sub(prompt.len() as u64)
+        .max(1);
+    let max_tokens = req.max_completion_tokens.or(req.max_tokens).unwrap_or(room);
+    let call = Call {
+        kind: Kind::Chat,
+        route: "/v1/chat/completions",
+        model: req.model,
+        prompt,
+        max_tokens,
+        min_tokens: req.min_tokens.unwrap_or(0),
+        ignore_eos: req.ignore_eos.unwrap_or(false),
+        stream: req.stream,
+        options: req.stream_options.unwrap_or_default(),
+        arrived,
+    };
+    serve(&state, call).await
+}
+
+struct Call {
+    /// When the request body had arrived: the simulated clock starts here.
+    arrived: tokio::time::Instant,
+    kind: Kind,
+    route: &'static str,
+    model: Option<String>,
+    prompt: Vec<u32>,
+    max_tokens: u64,
+    min_tokens: u64,
+    ignore_eos: bool,
+    stream: bool,
+    options: StreamOptions,
+}
+
+async fn serve(state: &Arc<SimState>, call: Call) -> Response {
+    let served = &state.config.model_name;
+    if state.config.cost.persona == Persona::Openai
+        && call.model.as_ref().is_some_and(|m| m != served)
+    {
+        let message = format!(
+            "The model `{}` does not exist; this server serves `{served}`.",
+            call.model.unwrap_or_default()
+        );
+        return ApiError::new(DIALECT, StatusCode::NOT_FOUND, message).into_response();
+    }
+    let admitted = match admit(
+        state,
+        GenRequest {
+            route: call.route,
+            dialect: DIALECT,
+            prompt: call.prompt,
+            max_tokens: call.max_tokens,
+            min_tokens: call.min_tokens,
+            ignore_eos: call.ignore_eos || call.min_tokens >= call.max_tokens,
+            stream: call.stream,
+            arrived: call.arrived,
+        },
+    ) {
+        Ok(admitted) => admitted,
+        Err(e) => return e.into_response(),
+    };
+    let prefix = match call.kind {
+        Kind::Text => "cmpl",
+        Kind::Chat => "chatcmpl",
+    };
+    let shape = Shape {
+        kind: call.kind,
+        id: format!("{prefix}-{}", admitted.request_id),
+        created: unix_now_s(),
+        model: served.clone(),
+        include_usage: call.options.include_usage.unwrap_or(false),
+        continuous_usage: call.options.continuous_usage_stats.unwrap_or(false),
+        report_cache: !state.config.cost.no_cache_report,
+        last_usage: Value::Null,
+    };
+    if call.stream {
+        let (out, response) = EventStream::open();
+        if shape.kind == Kind::Chat {
+            // Sent as soon as the request arrives, before prefill: not a token.
+            out.data(&shape.chunk(
+                json!({"role": "assistant", "content": ""}),
+                None,
+                Value::Null,
+            ));
+        }
+        tokio::spawn(stream_job(
+            Arc::clone(state),
+            admitted.slot,
+            admitted.job,
+            out,
+            shape,
+        ));
+        return response;
+    }
+    match run_whole(state, admitted.slot, admitted.job).await {
+        Ok(outcome) => Json(shape.whole(&outcome)).into_response(),
+        Err(response) => response,
+    }
+}
+
+impl Shape {
+    fn usage(&self, prompt_tokens: u64, completion_tokens: u64, cached_tokens: u64) -> Value {
+        let mut usage = json!({
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        });
+        if self.report_cache && cached_tokens > 0 {
+            usage["prompt_tokens_details"] = json!({ "cached_tokens": cached_tokens });
+        }
+        usage
+    }
+
+    fn chunk(&self, content: Value, finish: Option<&str>, usage: Value) -> Value {
+        let (object, choice) = match self.kind {
+            Kind::Text => (
+                "text_completion",
+                json!({"index": 0, "text": content, "logprobs": null, "finish_reason": finish}),
+            ),
+            Kind::Chat => (
+                "chat.completion.chunk",
+                json!({"index": 0, "delta": content, "logprobs": null, "finish_reason": finish}),
+            ),
+        };
+        json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage,
+        })
+    }
+
+    fn whole(&self, outcome: &Outcome) -> Value {
+        let finish = outcome.finish.map(|f| f.name());
+        let usage = self.usage(
+            outcome.prompt_tokens,
+            outcome.completion_tokens,
+            outcome.cached_tokens,
+        );
+        let (object, choice) = match self.kind {
+            Kind::Text => (
+                "text_completion",
+                json!({"index": 0, "text": outcome.text, "logprobs": null, "finish_reason": finish}),
+            ),
+            Kind::Chat => (
+                "chat.completion",
+                json!({
+                    "index": 0,
+                    "message": {"role": "assistant", "content": outcome.text},
+                    "logprobs": null,
+                    "finish_reason": finish,
+                }),
+            ),
+        };
+        json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage,
+        })
+    }
+}
+
+impl StreamFormat for Shape {
+    fn event(&mut self, p: &Progress<'_>) -> Value {
+        self.last_usage = self.usage(p.prompt_tokens, p.completion_tokens, p.cached_tokens);
+        let usage = if self.continuous_usage {
+            self.last_usage.clone()
+        } else {
+            Value::Null
+        };
+        let content = match self.kind {
+            Kind::Text => json!(p.delta),
+            Kind::Chat => json!({ "content": p.delta }),
+        };
+        self.chunk(content, p.finish.map(|f| f.name()), usage)
+    }
+
+    fn trailer(&mut self) -> Vec<Value> {
+        if !self.include_usage {
+            return Vec::new();
+        }
+        let mut last = self.chunk(Value::Null, None, self.last_usage.clone());
+        last["choices"] = json!([]);
+        vec![last]
+    }
+}
+
+fn unix_now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

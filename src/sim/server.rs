@@ -1,0 +1,142 @@
+//! The simulated server's lifecycle: the persona's routes, binding (port 0 = a free port),
+//! ground-truth access for tests, and shutdown.
+
+use super::state::SimState;
+use super::truth::RequestTruth;
+use super::{Persona, SimConfig, info, openai, sglang};
+use anyhow::Context;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::task::JoinHandle;
+
+/// Long prompts as JSON id lists run to megabytes.
+const MAX_BODY_BYTES: usize = 512 << 20;
+
+/// A running simulator; shuts down when dropped.
+pub struct SimServer {
+    pub addr: SocketAddr,
+    state: Arc<SimState>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl SimServer {
+    /// Bind `host:port` (port 0 picks a free one) and serve in the background.
+    pub async fn start(host: &str, port: u16, config: SimConfig) -> anyhow::Result<SimServer> {
+        let state = Arc::new(SimState::new(config)?);
+        let listener = tokio::net::TcpListener::bind((host, port))
+            .await
+            .with_context(|| format!("cannot listen on {host}:{port}; pick another --port"))?;
+        let addr = listener.local_addr()?;
+        // Events are small writes that must leave at once.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let app = router(Arc::clone(&state));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(SimServer {
+            addr,
+            state,
+            task: Some(task),
+        })
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:30000`.
+    pub fn url(&self) -> String {
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("http://{addr}")
+    }
+
+    /// Ground truth per finished request, in the order they finished.
+    pub fn truth(&self) -> Vec<RequestTruth> {
+        self.state.truth.snapshot()
+    }
+
+    pub fn clear_truth(&self) {
+        self.state.truth.clear();
+    }
+
+    /// One line saying what is simulated, for the listening banner.
+    pub fn describe(&self) -> String {
+        let args = &self.state.config.cost;
+        let persona = match args.persona {
+            Persona::Sglang => "sglang",
+            Persona::Openai => "openai",
+        };
+        let cache = if args.no_cache {
+            "off".to_string()
+        } else {
+            format!("page {}", args.page_size)
+        };
+        let faults = if self.state.faults.is_active() {
+            format!(
+                "faults {} at rate {}",
+                self.state.faults.kind_names().join(","),
+                self.state.faults.rate()
+            )
+        } else {
+            "no faults".to_string()
+        };
+        format!(
+            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}",
+            self.state.config.model_name,
+            args.context_length,
+            if args.truncate { " (truncating)" } else { "" },
+            args.spec,
+            args.max_running,
+        )
+    }
+
+    /// Stop serving; in-flight streams end at their next event.
+    pub async fn shutdown(mut self) {
+        self.state.stop();
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.state.stop();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+fn router(state: Arc<SimState>) -> Router {
+    let openai_routes = Router::new()
+        .route("/v1/models", get(info::models))
+        .route("/v1/completions", post(openai::completions))
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/health", get(info::health));
+    let routes = match state.config.cost.persona {
+        Persona::Openai => openai_routes,
+        Persona::Sglang => openai_routes
+            .route("/generate", post(sglang::generate))
+            .route(
+                "/flush_cache",
+                get(sglang::flush_cache).post(sglang::flush_cache),
+            )
+            .route("/server_info", get(info::server_info))
+            .route("/get_server_info", get(info::server_info))
+            .route("/model_info", get(info::model_info))
+            .route("/get_model_info", get(info::model_info))
+            .route("/health_generate", get(info::health))
+            .route("/tokenize", post(sglang::tokenize_route)),
+    };
+    routes
+        .fallback(info::not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}

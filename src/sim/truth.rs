@@ -1,0 +1,63 @@
+//! Ground truth the simulator records per request, for checking what a client measured.
+
+use serde::Serialize;
+use std::sync::Mutex;
+
+/// One decode step as the cost model charged it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DecodeStep {
+    /// Tokens the step emitted (in one event).
+    pub tokens: u64,
+    /// Prompt plus tokens generated before the step.
+    pub context_tokens: u64,
+    pub cost_s: f64,
+}
+
+/// What the simulator did for one generation request.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestTruth {
+    /// `/generate`, `/v1/completions` or `/v1/chat/completions`.
+    pub route: String,
+    /// After truncation.
+    pub prompt_tokens: u64,
+    pub cached_tokens: u64,
+    /// Cost-model prefill time (0 when a fault answered before prefill).
+    pub prefill_s: f64,
+    /// Tokens carried by the first content event (1, or 0 when none was sent).
+    pub first_event_tokens: u64,
+    pub decode_steps: Vec<DecodeStep>,
+    /// Tokens delivered to the client.
+    pub output_tokens: u64,
+    /// `length` | `stop`; `abort` when cut short (client gone, fault); `error` for HTTP faults.
+    pub finish: String,
+    /// The answer given to a "What is the secret X?" prompt.
+    pub needle_answer: Option<String>,
+    /// The injected fault's kind, e.g. `reset`.
+    pub fault: Option<String>,
+}
+
+/// Finished requests in the order they finished.
+#[derive(Debug, Default)]
+pub struct TruthLog {
+    entries: Mutex<Vec<RequestTruth>>,
+}
+
+impl TruthLog {
+    pub fn push(&self, truth: RequestTruth) {
+        self.lock().push(truth);
+    }
+
+    pub fn snapshot(&self) -> Vec<RequestTruth> {
+        self.lock().clone()
+    }
+
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<RequestTruth>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
