@@ -63,6 +63,7 @@ pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
             seed: 0,
             prompt_mode: "token_ids".into(),
             rtt_s: Some(0.0002),
+            simulator: None,
         },
     }
 }

@@ -9,7 +9,7 @@ use crate::report::plot::format::{seconds, si};
 
 pub fn section(summary: &Summary, fit: &ScalingFit) -> String {
     let mut out = String::from(
-        "<section id=\"fit\">\n<h2>Fitted scaling laws</h2>\n<p class=\"sub\">Least squares on the per-point medians, n = context tokens; coefficients kept non-negative; intervals are 95 % (Student t).</p>\n",
+        "<section id=\"fit\">\n<h2>Fitted scaling laws</h2>\n<p class=\"sub\">Weighted least squares on the per-point medians (weights 1/y², so each length counts by its relative error), n = context tokens; coefficients kept non-negative; intervals are 95 % (Student t).</p>\n",
     );
     match &fit.ttft {
         Some(f) => out.push_str(&ttft(f, summary)),
