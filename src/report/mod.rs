@@ -1,7 +1,11 @@
 //! Rendering results: pure functions of records (table, json, csv, markdown, html).
 
+pub mod compare;
 pub mod csv;
+pub mod escape;
+pub mod html;
 pub mod markdown;
+pub mod plot;
 pub mod table;
 
 use crate::cli::{CompareArgs, Format, ReportArgs};
@@ -23,7 +27,8 @@ pub fn render(run: &RunRecord, summary: &Summary, format: Format) -> String {
     }
 }
 
-/// Write the HTML report (rewritten whole each time, so a reload shows the latest).
+/// Write the HTML report (rewritten whole each time, so a reload shows the latest; written
+/// to a temporary file and renamed, so a reader never sees half a page).
 pub fn write_html(
     path: &Path,
     run: &RunRecord,
@@ -31,14 +36,31 @@ pub fn write_html(
     errors: &[ErrorRecord],
     summary: &Summary,
 ) -> anyhow::Result<()> {
-    let _ = (run, samples, errors, summary);
-    let tmp = path.with_extension("html.tmp");
-    std::fs::write(
-        &tmp,
-        "<!doctype html><title>ctxbench</title><p>HTML report pending</p>",
-    )?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    write_atomic(path, &html::render(run, samples, errors, summary))
+}
+
+/// Replace `path` with `contents` atomically: a temporary file beside it, then a rename.
+pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
+    let name = path.file_name().ok_or_else(|| {
+        anyhow::anyhow!("{}: not a file path; name an .html file", path.display())
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    std::fs::write(&tmp, contents).map_err(|e| {
+        anyhow::anyhow!(
+            "writing {}: {e}; check that the directory exists and is writable",
+            tmp.display()
+        )
+    })?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!(
+            "replacing {}: {e}; check that it is not a directory",
+            path.display()
+        )
+    })
 }
 
 pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
@@ -63,8 +85,25 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
     Ok(crate::exit::OK)
 }
 
-pub fn run_compare(_args: CompareArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("compare: not yet implemented")
+pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
+    let read = |p: &Path| {
+        let f = crate::resultfile::read(p).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if f.torn_tail {
+            eprintln!(
+                "note: the last line of {} was torn (a crash mid-write) and was ignored",
+                p.display()
+            );
+        }
+        anyhow::Ok(f)
+    };
+    let (a, b) = (read(&args.a)?, read(&args.b)?);
+    let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
+    let comparison = compare::compare(&a, &b, (&la, &lb))?;
+    print!("{}", compare::render::render(&comparison, args.format));
+    if let Some(h) = &args.html {
+        write_atomic(h, &compare::html::render(&comparison))?;
+    }
+    Ok(crate::exit::OK)
 }
 
 /// Shared cell formatting: milliseconds, rates, and the flags column.
