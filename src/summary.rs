@@ -171,6 +171,13 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     }
 }
 
+/// `summarize`, plus the fitted scaling laws where enough points exist.
+pub fn summarize_with_fit(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
+    let mut s = summarize(samples, errors);
+    s.fit = crate::fit::fit_summary(&s);
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,11 +235,4 @@ mod tests {
         assert_eq!(outlier_count(&[1.0, 1.1, 0.9, 1.0, 1.05, 9.0]), 1);
         assert_eq!(outlier_count(&[1.0, 1.0, 1.0]), 0);
     }
-}
-
-/// `summarize`, plus the fitted scaling laws where enough points exist.
-pub fn summarize_with_fit(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
-    let mut s = summarize(samples, errors);
-    s.fit = crate::fit::fit_summary(&s);
-    s
 }

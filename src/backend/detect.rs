@@ -144,8 +144,8 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
             ServerKind::Openai
         });
         if i.kind == ServerKind::Vllm {
-            i.set_flusher(Flusher::VllmResetPrefixCache);
-            i.tokenize = true;
+            // vLLM serves `/reset_prefix_cache` only in dev mode, and `/tokenize` may be
+            // missing behind a gateway: both are checked below, not assumed.
             i.prefix_cache = Some(true);
         }
         i
@@ -168,8 +168,15 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
             "/v1/models data[0].max_model_len",
         );
     }
-    if matches!(info.kind, ServerKind::Sglang | ServerKind::Openai) && !info.tokenize {
+    if matches!(
+        info.kind,
+        ServerKind::Sglang | ServerKind::Vllm | ServerKind::Openai
+    ) && !info.tokenize
+    {
         info.tokenize = has_tokenize(http).await;
+    }
+    if info.kind == ServerKind::Vllm && has_post_route(http, "/reset_prefix_cache").await {
+        info.set_flusher(Flusher::VllmResetPrefixCache);
     }
     info.rtt_s = rtt(http).await;
     Ok(info)
@@ -257,6 +264,16 @@ fn tgi_info(v: &Value) -> ServerInfo {
     i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
     i.tokenize = true;
     i
+}
+
+/// Whether a POST-only route exists, asked with a GET (no side effects): FastAPI and axum
+/// answer 405 for a route that takes another method, 404 for none.
+async fn has_post_route(http: &Http, path: &str) -> bool {
+    matches!(
+        http.call(reqwest::Method::GET, path, None, PROBE_TIMEOUT)
+            .await,
+        Ok((405 | 200..=299, _))
+    )
 }
 
 async fn has_tokenize(http: &Http) -> bool {

@@ -56,7 +56,7 @@ async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
         status: 400,
         message: String::new(),
     };
-    for _ in 0..FLUSH_ATTEMPTS {
+    for attempt in 1..=FLUSH_ATTEMPTS {
         let (status, text) = http
             .call(
                 Method::POST,
@@ -71,8 +71,11 @@ async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
             404 | 405 | 501 => return Ok(Flush::NotOffered),
             _ => {
                 last = http.status_error(status, text.as_bytes());
-                tokio::time::sleep(wait).await;
-                wait *= 2;
+                // No wait after the last attempt: it would only delay the failure.
+                if attempt < FLUSH_ATTEMPTS {
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
             }
         }
     }

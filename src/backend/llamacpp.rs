@@ -4,7 +4,7 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
-use super::{Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -64,16 +64,11 @@ struct Events {
 
 impl Events {
     fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
-        let SseItem::Event(ev) = item else {
-            return Ok(false);
+        // llama-server ends on `stop:true`, never `[DONE]`.
+        let v = match super::event_json(item)? {
+            EventJson::Skip | EventJson::Done => return Ok(false),
+            EventJson::Data(v) => v,
         };
-        let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
-            offset: ev.offset,
-            message: format!("not JSON: {e}"),
-        })?;
-        if let Some(err) = v.get("error") {
-            return Err(RequestError::ServerEvent(super::event_error_message(err)));
-        }
         let content = v.get("content").and_then(Value::as_str).unwrap_or("");
         let stop = v.get("stop").and_then(Value::as_bool).unwrap_or(false);
         // Each event lists the token ids it carries; the final summary event carries none
@@ -135,15 +130,7 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sse::SseEvent;
-
-    fn ev(data: &str) -> SseItem {
-        SseItem::Event(SseEvent {
-            data: data.into(),
-            event: None,
-            offset: 0,
-        })
-    }
+    use crate::backend::test_event as ev;
 
     #[test]
     fn events_and_final_timings() {

@@ -119,6 +119,43 @@ pub trait Backend: Send + Sync {
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError>;
 }
 
+/// What one SSE item of a generation stream holds, once the common cases are handled.
+pub(crate) enum EventJson {
+    /// A keep-alive comment: nothing to fold.
+    Skip,
+    /// `data: [DONE]`.
+    Done,
+    Data(Value),
+}
+
+/// Parse an item as JSON, turning malformed data and in-stream error events into errors.
+pub(crate) fn event_json(item: &sse::SseItem) -> Result<EventJson, RequestError> {
+    let sse::SseItem::Event(ev) = item else {
+        return Ok(EventJson::Skip);
+    };
+    if ev.data.trim() == "[DONE]" {
+        return Ok(EventJson::Done);
+    }
+    let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
+        offset: ev.offset,
+        message: format!("not JSON: {e}"),
+    })?;
+    if let Some(err) = v.get("error") {
+        return Err(RequestError::ServerEvent(event_error_message(err)));
+    }
+    Ok(EventJson::Data(v))
+}
+
+/// A stream event as tests build it.
+#[cfg(test)]
+pub(crate) fn test_event(data: &str) -> sse::SseItem {
+    sse::SseItem::Event(sse::SseEvent {
+        data: data.into(),
+        event: None,
+        offset: 0,
+    })
+}
+
 /// The message of an in-stream error event (`{"error":{"message":…}}` or `{"error":"…"}`).
 pub fn event_error_message(err: &Value) -> String {
     err.get("message")

@@ -4,7 +4,7 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
-use super::{Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent};
 use crate::cli::Endpoint;
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -107,19 +107,11 @@ struct Deltas {
 
 impl Deltas {
     fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
-        let SseItem::Event(ev) = item else {
-            return Ok(false);
+        let v = match super::event_json(item)? {
+            EventJson::Skip => return Ok(false),
+            EventJson::Done => return Ok(true),
+            EventJson::Data(v) => v,
         };
-        if ev.data.trim() == "[DONE]" {
-            return Ok(true);
-        }
-        let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
-            offset: ev.offset,
-            message: format!("not JSON: {e}"),
-        })?;
-        if let Some(err) = v.get("error") {
-            return Err(RequestError::ServerEvent(super::event_error_message(err)));
-        }
         let choice = v.pointer("/choices/0");
         let text = choice
             .and_then(|c| {
@@ -180,15 +172,7 @@ impl Deltas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sse::SseEvent;
-
-    fn ev(data: &str) -> SseItem {
-        SseItem::Event(SseEvent {
-            data: data.into(),
-            event: None,
-            offset: 0,
-        })
-    }
+    use crate::backend::test_event as ev;
 
     fn run(events: &[&str]) -> Result<Completion, RequestError> {
         let mut d = Deltas::default();

@@ -3,7 +3,7 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
-use super::{Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -69,19 +69,11 @@ struct Cumulative {
 
 impl Cumulative {
     fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
-        let SseItem::Event(ev) = item else {
-            return Ok(false);
+        let v = match super::event_json(item)? {
+            EventJson::Skip => return Ok(false),
+            EventJson::Done => return Ok(true),
+            EventJson::Data(v) => v,
         };
-        if ev.data.trim() == "[DONE]" {
-            return Ok(true);
-        }
-        let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
-            offset: ev.offset,
-            message: format!("not JSON: {e}"),
-        })?;
-        if let Some(err) = v.get("error") {
-            return Err(RequestError::ServerEvent(super::event_error_message(err)));
-        }
         let meta = v.get("meta_info").cloned().unwrap_or(Value::Null);
         let text = v.get("text").and_then(Value::as_str).unwrap_or("");
         let completion = meta.get("completion_tokens").and_then(Value::as_u64);
@@ -146,15 +138,7 @@ impl Cumulative {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sse::SseEvent;
-
-    fn ev(data: &str) -> SseItem {
-        SseItem::Event(SseEvent {
-            data: data.into(),
-            event: None,
-            offset: 0,
-        })
-    }
+    use crate::backend::test_event as ev;
 
     #[test]
     fn cumulative_counts_become_per_event_tokens() {

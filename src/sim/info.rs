@@ -68,7 +68,8 @@ pub async fn model_info(State(state): State<Arc<SimState>>) -> Json<Value> {
 pub async fn models(State(state): State<Arc<SimState>>) -> Json<Value> {
     let owner = match state.config.cost.persona {
         Persona::Sglang => "sglang",
-        Persona::Openai => "vllm",
+        // A generic OpenAI-compatible server: nothing that names a known engine.
+        Persona::Openai => "ctxbench-sim",
     };
     Json(json!({
         "object": "list",

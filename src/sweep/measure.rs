@@ -100,10 +100,14 @@ fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
     match c.prompt_tokens {
         Some(p) => {
             let off = |want: u64| (p as f64 - want as f64).abs() > LENGTH_TOLERANCE * want as f64;
-            let sent = e.sent_tokens.unwrap_or(e.context_tokens);
-            if (p as f64) < sent as f64 * (1.0 - LENGTH_TOLERANCE)
-                || c.finish_reason.as_deref() == Some("truncated")
-            {
+            // Token-id prompts are sent at an exact length, so any shortfall is the server
+            // cutting the prompt (from the front, losing the nonce); calibrated text is only
+            // known to within the length tolerance.
+            let cut = match e.sent_tokens {
+                Some(sent) => p < sent,
+                None => (p as f64) < e.context_tokens as f64 * (1.0 - LENGTH_TOLERANCE),
+            };
+            if cut || c.finish_reason.as_deref() == Some("truncated") {
                 s.flags.push(flag::TRUNCATED.into());
             }
             if off(e.context_tokens) {
@@ -229,6 +233,16 @@ mod tests {
         // Within 1 %: fine.
         let c = completion(&[(5, 1), (10, 1)], 1009, 0);
         assert!(stream_sample(&c, &expect(1000, 2)).valid);
+
+        // An exact-length (token-id) prompt cut by even 16 tokens is truncated, though
+        // within the length tolerance; a text prompt as far off is not.
+        let c = completion(&[(5, 1), (10, 1)], 4080, 0);
+        let s = stream_sample(&c, &expect(4096, 2));
+        assert!(s.flags.contains(&"truncated".to_string()) && !s.valid);
+        assert!(!s.flags.contains(&"length_mismatch".to_string()));
+        let mut text = expect(4096, 2);
+        text.sent_tokens = None;
+        assert!(stream_sample(&c, &text).valid);
     }
 
     #[test]

@@ -165,7 +165,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         );
     }
     let backend = conn.backend.as_ref();
-    let prompts = prompts::PromptSource::prepare(backend, args.needle).await?;
+    let ceiling = limit
+        .as_ref()
+        .map(|l| l.tokens.saturating_sub(args.output_tokens));
+    let prompts = prompts::PromptSource::prepare(backend, args.needle, ceiling).await?;
     let run = RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),

@@ -30,19 +30,19 @@ pub fn resolve(
                 "--lengths max: the server does not report its context limit; give explicit lengths"
             ),
         };
-        if let Some(l) = limit {
-            if n + output_tokens > l.tokens {
-                anyhow::bail!(
-                    "--lengths {}: {} prompt + {} output tokens exceed the server's limit of {} tokens ({}); \
+        if let Some(l) = limit
+            && n + output_tokens > l.tokens
+        {
+            anyhow::bail!(
+                "--lengths {}: {} prompt + {} output tokens exceed the server's limit of {} tokens ({}); \
                      the longest possible prompt is {} (use `max`)",
-                    format_count(n),
-                    n,
-                    output_tokens,
-                    l.tokens,
-                    l.source,
-                    l.tokens.saturating_sub(output_tokens)
-                );
-            }
+                format_count(n),
+                n,
+                output_tokens,
+                l.tokens,
+                l.source,
+                l.tokens.saturating_sub(output_tokens)
+            );
         }
         out.push(n);
     }

@@ -18,8 +18,16 @@ pub enum PromptSource {
         /// Tokenized needle sentences, by expected answer.
         needles: HashMap<String, Vec<u32>>,
     },
-    Text(TextCalibration),
+    Text {
+        cal: TextCalibration,
+        /// Prompt tokens the server accepts (limit − output), when known.
+        ceiling: Option<u64>,
+    },
 }
+
+/// Margin kept below the server's ceiling in text mode: the linear calibration is good to a
+/// few tenths of a percent, and a prompt over the limit is refused outright.
+const CEILING_MARGIN: f64 = 0.005;
 
 /// A prompt ready to send, and what is known of its length.
 pub struct Built {
@@ -29,7 +37,11 @@ pub struct Built {
 
 impl PromptSource {
     /// Choose and prepare the prompt mode for `backend`.
-    pub async fn prepare(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<Self> {
+    pub async fn prepare(
+        backend: &dyn Backend,
+        with_needle: bool,
+        ceiling: Option<u64>,
+    ) -> anyhow::Result<Self> {
         if backend.takes_token_ids() {
             let filler = backend.tokenize(FILLER).await?;
             let question = backend.tokenize(NEEDLE_QUESTION).await?;
@@ -42,13 +54,16 @@ impl PromptSource {
                 });
             }
         }
-        Ok(PromptSource::Text(calibrate(backend, with_needle).await?))
+        Ok(PromptSource::Text {
+            cal: calibrate(backend, with_needle).await?,
+            ceiling,
+        })
     }
 
     pub fn mode(&self) -> PromptMode {
         match self {
             PromptSource::Ids { .. } => PromptMode::TokenIds,
-            PromptSource::Text(_) => PromptMode::CalibratedText,
+            PromptSource::Text { .. } => PromptMode::CalibratedText,
         }
     }
 
@@ -83,8 +98,12 @@ impl PromptSource {
                     sent_tokens: sent,
                 })
             }
-            PromptSource::Text(cal) => Ok(Built {
-                prompt: prompt::build_text(cal.words_for(tokens), nonce, needle),
+            PromptSource::Text { cal, ceiling } => Ok(Built {
+                prompt: prompt::build_text(
+                    cal.words_for(text_target(tokens, *ceiling)),
+                    nonce,
+                    needle,
+                ),
                 sent_tokens: None,
             }),
         }
@@ -124,4 +143,22 @@ async fn calibrate(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<T
             "calibrating prompt length: the server's counts {counts:?} do not grow with the text"
         )
     })
+}
+
+/// Tokens to aim at in text mode: the request, kept a margin under the server's ceiling.
+fn text_target(tokens: u64, ceiling: Option<u64>) -> u64 {
+    match ceiling {
+        Some(c) => tokens.min(c - (c as f64 * CEILING_MARGIN).ceil() as u64),
+        None => tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn text_targets_keep_under_the_ceiling() {
+        assert_eq!(super::text_target(8176, Some(8176)), 8135);
+        assert_eq!(super::text_target(4096, Some(8176)), 4096);
+        assert_eq!(super::text_target(4096, None), 4096);
+    }
 }
