@@ -11,4 +11,4 @@ CTXBENCH_TINY_MODEL="$(bash scripts/tiny-model.sh | tail -n 1)"
 export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL
 
 echo "== cargo test" >&2
-cargo test --all-targets "$@"
+cargo test --lib --bins --tests --no-fail-fast "$@"

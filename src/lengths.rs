@@ -4,7 +4,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq)]
 pub enum LengthError {
-    #[error("`{0}` is not a token count: use a number with an optional k suffix (e.g. 1k, 8192)")]
+    #[error(
+        "`{0}` is not a token count: use a number with an optional k (x1024) or m (x1024²) suffix, e.g. 8192, 32k, 200k"
+    )]
     NotACount(String),
     #[error("a length must be at least 1 token, got `{0}`")]
     Zero(String),

@@ -13,8 +13,13 @@ use tokio::time::Instant;
 #[derive(Clone)]
 pub struct Http {
     client: reqwest::Client,
+    /// As given, credentials included (reqwest sends them as basic auth).
+    raw_base: String,
+    /// Credentials removed: the only form that reaches messages.
     base: String,
     api_key: Option<String>,
+    /// The URL's password, when it has one long enough to redact safely.
+    url_password: Option<String>,
 }
 
 /// Longest error body kept, in bytes.
@@ -25,28 +30,62 @@ impl Http {
         install_crypto_provider();
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // Below the usual 5 s server keep-alive, so idle connections are dropped by us first.
+            .pool_idle_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
             .build()?;
+        let base = base_url.trim_end_matches('/').to_string();
+        let url_password = reqwest::Url::parse(&base)
+            .ok()
+            .and_then(|u| u.password().map(str::to_string))
+            .filter(|p| p.len() >= 4);
         Ok(Http {
             client,
-            base: base_url.trim_end_matches('/').to_string(),
+            base: strip_credentials(&base),
+            raw_base: base,
             api_key: api_key.filter(|k| !k.is_empty()),
+            url_password,
         })
     }
 
+    /// The base URL without credentials (for messages).
     pub fn base(&self) -> &str {
         &self.base
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        format!("{}{}", self.raw_base, path)
     }
 
     /// Remove the API key from any text that may reach output (servers echo headers).
+    /// Also removes the URL's credentials.
     pub fn redact(&self, text: &str) -> String {
-        match &self.api_key {
-            Some(k) if k.len() >= 4 => text.replace(k.as_str(), "[redacted]"),
-            _ => text.to_string(),
+        let mut out = text.replace(self.raw_base.as_str(), &self.base);
+        for secret in [&self.api_key, &self.url_password].into_iter().flatten() {
+            if secret.len() >= 4 {
+                out = out.replace(secret.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+
+    /// `redact` applied to every message an error carries.
+    pub fn redact_error(&self, e: RequestError) -> RequestError {
+        let r = |m: String| self.redact(&m);
+        match e {
+            RequestError::Connect(m) => RequestError::Connect(r(m)),
+            RequestError::Http { status, message } => RequestError::Http {
+                status,
+                message: r(message),
+            },
+            RequestError::ContextExceeded(m) => RequestError::ContextExceeded(r(m)),
+            RequestError::Reset(m) => RequestError::Reset(r(m)),
+            RequestError::Malformed { offset, message } => RequestError::Malformed {
+                offset,
+                message: r(message),
+            },
+            RequestError::ServerEvent(m) => RequestError::ServerEvent(r(m)),
+            e @ (RequestError::Timeout(_) | RequestError::Incomplete) => e,
         }
     }
 
@@ -127,14 +166,23 @@ impl Http {
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
-        let sent = Instant::now();
         let work = async {
-            let resp = self
-                .request(reqwest::Method::POST, path)
-                .json(body)
-                .send()
-                .await
-                .map_err(|e| self.connect_error(e))?;
+            let mut retried = false;
+            let (sent, resp) = loop {
+                let sent = Instant::now();
+                match self
+                    .request(reqwest::Method::POST, path)
+                    .json(body)
+                    .send()
+                    .await
+                {
+                    Ok(resp) => break (sent, resp),
+                    // A pooled keep-alive connection the server closed just as it was reused:
+                    // the request never reached it, so sending it once more is safe.
+                    Err(e) if !retried && is_stale_connection(&e) => retried = true,
+                    Err(e) => return Err(self.connect_error(e)),
+                }
+            };
             let status = resp.status();
             if !status.is_success() {
                 let bytes = resp.bytes().await.unwrap_or_default();
@@ -151,7 +199,8 @@ impl Http {
                     message: self.redact(&e.message),
                 })?;
                 for item in &items {
-                    if on_item(at, item)? {
+                    // Servers echo requests in their error events: keep the key out.
+                    if on_item(at, item).map_err(|e| self.redact_error(e))? {
                         return Ok(SseEnd {
                             complete: true,
                             elapsed: sent.elapsed(),
@@ -228,6 +277,17 @@ pub fn mentions_context_limit(message: &str) -> bool {
     .any(|k| m.contains(k))
 }
 
+fn is_stale_connection(e: &reqwest::Error) -> bool {
+    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.to_string().contains("closed before message completed") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// reqwest errors include the URL, which may carry credentials: keep only the cause chain.
 fn without_url(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
@@ -255,12 +315,26 @@ fn without_url(e: &reqwest::Error) -> String {
 /// Credentials in a URL (`http://user:pass@host`) never reach output or files.
 pub fn strip_credentials(url: &str) -> String {
     match reqwest::Url::parse(url) {
-        Ok(mut u) => {
+        Ok(mut u) if u.has_host() => {
             let _ = u.set_username("");
             let _ = u.set_password(None);
             u.to_string().trim_end_matches('/').to_string()
         }
-        Err(_) => url.to_string(),
+        // Unparsable, or parsed as something like `user:pass@host` (scheme `user`).
+        _ => strip_userinfo_text(url),
+    }
+}
+
+/// For text that does not parse as a URL: drop anything before an `@` in the authority.
+fn strip_userinfo_text(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}{}", &rest[at + 1..]),
+        None => url.to_string(),
     }
 }
 

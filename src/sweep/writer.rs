@@ -38,13 +38,29 @@ impl ResultWriter {
     }
 
     /// Continue an existing file: drop a torn last line, check the run matches.
+    ///
+    /// A file a crash left with no complete record (empty, or its header cut mid-write) is
+    /// started afresh: the run record is written and nothing is resumed.
     pub fn resume(path: &Path, run: &RunRecord) -> anyhow::Result<(Self, ResultFile)> {
         let existing = resultfile::read(path).map_err(|e| anyhow::anyhow!("--resume: {e}"))?;
         let Some(old) = &existing.run else {
-            anyhow::bail!(
-                "--resume: {} has no run record; it is not a ctxbench result file",
-                path.display()
-            );
+            if !only_a_torn_header(path)? {
+                anyhow::bail!(
+                    "--resume: {} has no run record; it is not a ctxbench result file",
+                    path.display()
+                );
+            }
+            let file = OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(path)
+                .map_err(|e| anyhow::anyhow!("--out {}: cannot write: {e}", path.display()))?;
+            let mut w = ResultWriter {
+                file: Some((file, path.to_path_buf())),
+            };
+            w.append(&Record::Run(run.clone()))?;
+            w.sync()?;
+            return Ok((w, existing));
         };
         check_same_run(old, run).map_err(|why| {
             anyhow::anyhow!(
@@ -61,6 +77,11 @@ impl ResultWriter {
         let mut file = file;
         use std::io::Seek;
         file.seek(std::io::SeekFrom::End(0))?;
+        // A last record complete but unterminated: end its line before appending.
+        if existing.missing_final_newline {
+            file.write_all(b"\n")
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        }
         Ok((
             ResultWriter {
                 file: Some((file, path.to_path_buf())),
@@ -90,6 +111,18 @@ impl ResultWriter {
     pub fn path(&self) -> Option<&Path> {
         self.file.as_ref().map(|(_, p)| p.as_path())
     }
+}
+
+/// Whether the file holds nothing but whitespace or the start of a run record cut short:
+/// what a crash between creating the file and writing its header leaves. Anything else
+/// without a run record may be someone's file, and is never overwritten.
+fn only_a_torn_header(path: &Path) -> anyhow::Result<bool> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| anyhow::anyhow!("--resume: cannot read {}: {e}", path.display()))?;
+    let text = bytes.trim_ascii();
+    let head: &[u8] = br#"{"type":"run""#;
+    Ok(text.is_empty()
+        || (!text.contains(&b'\n') && (text.starts_with(head) || head.starts_with(text))))
 }
 
 /// Same target and configuration, lengths aside (a resumed sweep may add lengths).
