@@ -49,6 +49,7 @@ async fn probe_bin(url: &str, format: &str) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_sglang_persona_library() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--context-length", "8192"]).await;
     let i = probe_url(&server.url()).await;
     assert_eq!(i.kind.name(), "sglang");
@@ -70,6 +71,7 @@ async fn probe_sglang_persona_library() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_sglang_persona_without_cache_report_or_cache() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--no-cache-report", "--no-cache"]).await;
     let i = probe_url(&server.url()).await;
     assert_eq!(i.kind.name(), "sglang");
@@ -83,6 +85,7 @@ async fn probe_sglang_persona_without_cache_report_or_cache() {
 /// and it offers neither a flush nor a tokenize endpoint, so probe must not claim either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_openai_persona_library() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--context-length", "8192"]).await;
     let url = server.url();
     let i = probe_url(&url).await;
@@ -116,6 +119,7 @@ async fn probe_openai_persona_library() {
 /// finds both without calling the flush (a stub server counts the calls).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_finds_a_vllm_dev_mode_flush_without_flushing() {
+    let _timing = common::timing_lock().await;
     use axum::routing::{get, post};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -158,6 +162,7 @@ async fn probe_finds_a_vllm_dev_mode_flush_without_flushing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_binary_json_and_table_for_both_personas() {
+    let _timing = common::timing_lock().await;
     for (flags, source) in [
         (
             vec!["--context-length", "8192"],
@@ -200,6 +205,7 @@ async fn probe_binary_json_and_table_for_both_personas() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_binary_fails_cleanly_when_nothing_answers() {
+    let _timing = common::timing_lock().await;
     // A port that was just free: nothing listens there.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -217,6 +223,7 @@ async fn probe_binary_fails_cleanly_when_nothing_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lengths_max_is_limit_minus_output_tokens() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--context-length", "8192"]).await;
     let r = sweep(
         &server.url(),
@@ -249,6 +256,7 @@ async fn lengths_max_is_limit_minus_output_tokens() {
 /// fit: an overshoot of a few tokens would be answered 400.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lengths_max_fits_with_calibrated_text() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--context-length", "8192"]).await;
     let r = sweep(
         &server.url(),
@@ -277,6 +285,7 @@ async fn lengths_max_fits_with_calibrated_text() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_limit_is_refused_before_any_request() {
+    let _timing = common::timing_lock().await;
     for (flags, source) in [
         (
             vec!["--context-length", "8192"],
@@ -313,6 +322,7 @@ async fn beyond_the_limit_is_refused_before_any_request() {
 /// The binary says the same on stderr, exits non-zero and writes no result file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_limit_binary_exits_non_zero_without_a_result_file() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--context-length", "4096"]).await;
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("r.jsonl");
@@ -337,6 +347,7 @@ async fn beyond_the_limit_binary_exits_non_zero_without_a_result_file() {
 /// the server's own message — through both the OpenAI and the SGLang native backends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_long_prompt_is_context_exceeded_with_the_servers_message() {
+    let _timing = common::timing_lock().await;
     for flags in [
         vec!["--persona", "openai", "--context-length", "2048"],
         vec!["--context-length", "2048"],
@@ -376,6 +387,7 @@ async fn over_long_prompt_is_context_exceeded_with_the_servers_message() {
 /// over-long point fails alone as `context_exceeded`, the rest of the sweep is measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unpublished_limit_gives_context_exceeded_error_records() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--context-length", "4096"]).await;
     let proxy = LimitHidingProxy::start(&server.url()).await;
     assert_eq!(probe_url(&proxy.url).await.context_length, None);
@@ -418,6 +430,7 @@ async fn unpublished_limit_gives_context_exceeded_error_records() {
 /// nonce): with token-id prompts the sent length is exact, so any shortfall is truncation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_truncation_is_flagged_and_its_onset_named() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--truncate", "--context-length", "4096"]).await;
     let proxy = LimitHidingProxy::start(&server.url()).await;
     let r = sweep(
@@ -514,6 +527,7 @@ fn truncation_onset_note_from_samples() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
     let r = sweep(
         &server.url(),
@@ -596,6 +610,7 @@ async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
 /// in it survives; the pass table shows it and the summary names the truncation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncation_loses_early_needles() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--truncate", "--context-length", "4096"]).await;
     let proxy = LimitHidingProxy::start(&server.url()).await;
     let r = sweep(
@@ -665,6 +680,7 @@ async fn truncation_loses_early_needles() {
 /// Lengths where prefill, not the fixed per-request overhead, dominates TTFT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreported_cache_hits_are_inferred_from_timing() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--no-cache-report"]).await;
     let r = sweep(
         &server.url(),
@@ -717,6 +733,7 @@ async fn unreported_cache_hits_are_inferred_from_timing() {
 /// (it did: 999 tokens for 1k, a false truncation note).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_bust_off_text_prompts_keep_their_length() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--no-cache-report"]).await;
     let r = sweep(
         &server.url(),
@@ -758,6 +775,7 @@ async fn cache_bust_off_text_prompts_keep_their_length() {
 /// nothing is inferred and every sample counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_inferred_hits_when_prompts_are_cold() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--no-cache-report"]).await;
     let r = sweep(
         &server.url(),

@@ -18,6 +18,7 @@ const OUT: u64 = 16;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_of_the_simulator_recovers_its_cost_model_and_html_follows_it() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[
         "--sim-t0", "0.02", "--sim-p0", "50000", "--sim-q", "8e-10", "--sim-d0", "0.004",
         "--sim-d1", "1e-7",

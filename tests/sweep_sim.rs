@@ -16,6 +16,7 @@ const DECODE_TOL: f64 = 0.10;
 /// Prefill and decode agree with the simulator's own per-request truth.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rates_match_the_cost_model_up_to_32k() {
+    let _timing = common::timing_lock().await;
     // A prefill rate like a mid-size GPU's (25k tok/s): a 1k prefill of ~52 ms makes the
     // fixed ~1-2 ms of HTTP and JSON handling a few percent, not most of the tolerance.
     let server = sim(&["--sim-p0", "25000"]).await;
@@ -71,6 +72,7 @@ async fn rates_match_the_cost_model_up_to_32k() {
 /// about half the true rate with --spec 3 (mean 2 tokens per event).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn speculative_events_are_counted_as_tokens() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--spec", "3"]).await;
     let r = sweep(
         &server.url(),
@@ -110,6 +112,7 @@ async fn speculative_events_are_counted_as_tokens() {
 /// prefix cache; ctxbench flags it and reports nothing from it as valid.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_point_without_cache_bust_is_flagged_never_valid() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
     let r = sweep(
         &server.url(),
@@ -150,6 +153,7 @@ async fn two_point_without_cache_bust_is_flagged_never_valid() {
 /// so no sample is served from cache and two-point decode agrees with streamed decode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_cache_bust_gives_cold_samples() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
     let r = sweep(
         &server.url(),
@@ -184,6 +188,7 @@ async fn default_cache_bust_gives_cold_samples() {
 /// `ignore_eos` is always sent: the simulated model stops early without it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_length_is_forced() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
     let r = sweep(
         &server.url(),
@@ -207,6 +212,7 @@ async fn output_length_is_forced() {
 /// Warm-up is sent once and excluded; the round trip is measured and recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_up_is_excluded_and_rtt_recorded() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
     let r = sweep(
         &server.url(),
@@ -223,6 +229,7 @@ async fn warm_up_is_excluded_and_rtt_recorded() {
 /// The OpenAI completions route measures the same as the native one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openai_route_measures_right() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--spec", "2", "--sim-p0", "25000"]).await;
     let r = sweep(
         &server.url(),
@@ -261,6 +268,7 @@ async fn openai_route_measures_right() {
 /// The chat route with text prompts: lengths calibrated against the server's count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_route_with_calibrated_text() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai"]).await;
     let r = sweep(
         &server.url(),

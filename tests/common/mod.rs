@@ -49,3 +49,10 @@ pub async fn sweep(url: &str, flags: &[&str]) -> SweepResult {
 pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
+
+/// Tests that assert timings take this first: the harness runs tests of one file in
+/// parallel, and several simulated sweeps on two cores would measure the contention.
+pub async fn timing_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
