@@ -578,7 +578,7 @@ async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
         let truth = med(truth
             .iter()
             .filter(|t| t.prompt_tokens == n)
-            .map(|t| (t.prompt_tokens - t.cached_tokens) as f64 / t.prefill_s)
+            .map(|t| t.prefill_tps())
             .collect());
         assert!(
             rel(measured, truth) < PREFILL_TOL,

@@ -48,9 +48,7 @@ async fn rates_match_the_cost_model_up_to_32k() {
             "exact prompt length"
         );
         assert_eq!(t.prompt_tokens, s.context_tokens);
-        let true_prefill = (t.prompt_tokens - t.cached_tokens) as f64 / t.prefill_s;
-        let decode_s: f64 = t.decode_steps.iter().map(|d| d.cost_s).sum();
-        let true_decode = (t.output_tokens - t.first_event_tokens) as f64 / decode_s;
+        let (true_prefill, true_decode) = (t.prefill_tps(), t.decode_tps());
         let (p, d) = (s.prefill_tps.unwrap(), s.decode_tps.unwrap());
         assert!(
             rel(p, true_prefill) < PREFILL_TOL,
@@ -92,8 +90,7 @@ async fn speculative_events_are_counted_as_tokens() {
         .iter()
         .zip(server.truth().iter().filter(|t| t.output_tokens == 48))
     {
-        let decode_s: f64 = t.decode_steps.iter().map(|d| d.cost_s).sum();
-        let truth = (t.output_tokens - t.first_event_tokens) as f64 / decode_s;
+        let truth = t.decode_tps();
         assert!(
             rel(s.decode_tps.unwrap(), truth) < DECODE_TOL,
             "{} vs {truth}",
@@ -253,15 +250,13 @@ async fn openai_route_measures_right() {
         .zip(server.truth().iter().filter(|t| t.output_tokens == 32))
     {
         assert!(s.valid, "{s:?}");
-        let decode_s: f64 = t.decode_steps.iter().map(|d| d.cost_s).sum();
-        let truth = (t.output_tokens - t.first_event_tokens) as f64 / decode_s;
+        let truth = t.decode_tps();
         assert!(
             rel(s.decode_tps.unwrap(), truth) < DECODE_TOL,
             "{:?} vs {truth}",
             s.decode_tps
         );
-        let true_prefill = (t.prompt_tokens - t.cached_tokens) as f64 / t.prefill_s;
-        assert!(rel(s.prefill_tps.unwrap(), true_prefill) < PREFILL_TOL);
+        assert!(rel(s.prefill_tps.unwrap(), t.prefill_tps()) < PREFILL_TOL);
     }
 }
 

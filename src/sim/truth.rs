@@ -36,6 +36,20 @@ pub struct RequestTruth {
     pub fault: Option<String>,
 }
 
+impl RequestTruth {
+    /// The configured prefill rate this request got: uncached prompt tokens / prefill cost.
+    pub fn prefill_tps(&self) -> f64 {
+        (self.prompt_tokens - self.cached_tokens) as f64 / self.prefill_s
+    }
+
+    /// The configured decode rate, as ctxbench defines it: tokens after the first event over
+    /// the decode steps' cost.
+    pub fn decode_tps(&self) -> f64 {
+        let decode_s: f64 = self.decode_steps.iter().map(|d| d.cost_s).sum();
+        (self.output_tokens - self.first_event_tokens) as f64 / decode_s
+    }
+}
+
 /// Finished requests in the order they finished.
 #[derive(Debug, Default)]
 pub struct TruthLog {
