@@ -159,6 +159,16 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
                 .collect(),
         });
     }
+    let restarts: Vec<u64> = points
+        .iter()
+        .filter(|p| p.flags.contains_key(flag::SERVER_RESTARTED))
+        .map(|p| p.context_tokens)
+        .collect();
+    if !restarts.is_empty() {
+        notes.push(format!(
+            "the server restarted during the sweep (samples at {restarts:?} tokens are flagged server_restarted)"
+        ));
+    }
     if let Some(n) = truncation_onset {
         notes.push(format!(
             "the server truncated prompts silently from {n} tokens on: results at and beyond it are invalid"

@@ -280,6 +280,14 @@ async fn has_tokenize(http: &Http) -> bool {
     matches!(super::tokenize::vllm_style(http, "hello").await, Ok(Some(t)) if !t.is_empty())
 }
 
+/// The server's current instance marker (what changes on restart), where it exposes one.
+pub async fn instance_marker(http: &Http) -> Option<String> {
+    let si = get(http, "/server_info").await?;
+    si.get("sim_instance_id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 /// Median round trip of a cheap GET (`/health`, else `/v1/models`).
 async fn rtt(http: &Http) -> Option<f64> {
     let mut path = "/health";

@@ -44,6 +44,7 @@ pub async fn server_info(State(state): State<Arc<SimState>>) -> Json<Value> {
         "tp_size": 1,
         "dp_size": 1,
         "random_seed": state.config.seed,
+        "sim_instance_id": state.instance_id,
         "version": version(),
         "internal_states": [{
             "memory_usage": {"token_capacity": pool, "cached_tokens": used},

@@ -28,6 +28,8 @@ pub struct SimState {
     in_flight: AtomicUsize,
     arrivals: AtomicU64,
     stopping: watch::Sender<bool>,
+    /// Differs on every start, seed or not: lets a client see that the server restarted.
+    pub instance_id: String,
 }
 
 /// A request's place among `--max-running`; released on drop.
@@ -75,6 +77,7 @@ impl SimState {
             in_flight: AtomicUsize::new(0),
             arrivals: AtomicU64::new(0),
             stopping: watch::Sender::new(false),
+            instance_id: format!("{:016x}", rand::random::<u64>()),
             config,
         })
     }

@@ -262,6 +262,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         }
     }
 
+    let mut marker = info.instance_marker.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let listener = spawn_interrupt_listener(stop.clone());
     let bar = progress_bar(jobs.len() as u64);
@@ -289,8 +290,32 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         let outcome = session
             .measure(n, rep, method, needle.as_ref(), deadline)
             .await;
+        // A restart empties caches and may change the configuration: samples it overlaps
+        // are flagged, and the sweep carries on against the new instance.
+        let restarted = match &marker {
+            Some(before) => {
+                let now = backend::detect::instance_marker(&conn.http).await;
+                let changed = now.as_ref().is_some_and(|m| m != before);
+                if changed {
+                    bar.suspend(|| {
+                        eprintln!(
+                            "warning: the server restarted during {} rep {}",
+                            format_count(n),
+                            rep + 1
+                        )
+                    });
+                    marker = now;
+                }
+                changed
+            }
+            None => false,
+        };
         match outcome {
             Outcome::Sample(mut s) => {
+                if restarted {
+                    s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
+                    s.valid = false;
+                }
                 if !session.reports_cached_tokens {
                     let smaller = median_ttft(&samples, |p| p < n, &s.method);
                     let same = median_ttft(&samples, |p| p == n, &s.method);
