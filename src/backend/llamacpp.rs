@@ -4,7 +4,10 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
-use super::{Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{
+    Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
+    StreamFold,
+};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -37,14 +40,14 @@ impl Backend for LlamaCpp {
             "temperature": 0.0,
             "stream": true,
         });
-        let mut acc = Events::default();
-        let end = self
-            .http
-            .post_sse("/completion", &body, req.deadline, |at, item| {
-                acc.on_item(at, item)
-            })
-            .await?;
-        acc.finish(end.complete, end.elapsed)
+        super::stream_completion(
+            &self.http,
+            "/completion",
+            &body,
+            req.deadline,
+            Events::default(),
+        )
+        .await
     }
 
     async fn flush(&self) -> Result<Flush, RequestError> {
@@ -62,7 +65,7 @@ struct Events {
     tokens: u64,
 }
 
-impl Events {
+impl StreamFold for Events {
     fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
         // llama-server ends on `stop:true`, never `[DONE]`.
         let v = match super::event_json(item)? {

@@ -119,6 +119,28 @@ pub trait Backend: Send + Sync {
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError>;
 }
 
+/// Folds one API's stream items into a `Completion`.
+pub(crate) trait StreamFold {
+    /// Take one item seen `at` after sending; `true` once the response is complete.
+    fn on_item(&mut self, at: Duration, item: &sse::SseItem) -> Result<bool, RequestError>;
+    /// The completion, or why the stream did not make one.
+    fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError>;
+}
+
+/// POST a generation request and fold its stream.
+pub(crate) async fn stream_completion<F: StreamFold>(
+    http: &http::Http,
+    path: &str,
+    body: &Value,
+    deadline: Duration,
+    mut fold: F,
+) -> Result<Completion, RequestError> {
+    let end = http
+        .post_sse(path, body, deadline, |at, item| fold.on_item(at, item))
+        .await?;
+    fold.finish(end.complete, end.elapsed)
+}
+
 /// What one SSE item of a generation stream holds, once the common cases are handled.
 pub(crate) enum EventJson {
     /// A keep-alive comment: nothing to fold.

@@ -4,7 +4,10 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
-use super::{Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{
+    Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
+    StreamFold,
+};
 use crate::cli::Endpoint;
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -73,12 +76,7 @@ impl Backend for OpenAi {
                 });
             }
         };
-        let mut acc = Deltas::default();
-        let end = self
-            .http
-            .post_sse(path, &body, req.deadline, |at, item| acc.on_item(at, item))
-            .await?;
-        acc.finish(end.complete, end.elapsed)
+        super::stream_completion(&self.http, path, &body, req.deadline, Deltas::default()).await
     }
 
     async fn flush(&self) -> Result<Flush, RequestError> {
@@ -105,7 +103,7 @@ struct Deltas {
     finish_seen: bool,
 }
 
-impl Deltas {
+impl StreamFold for Deltas {
     fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
         let v = match super::event_json(item)? {
             EventJson::Skip => return Ok(false),

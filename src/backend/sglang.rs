@@ -3,7 +3,10 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
-use super::{Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{
+    Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
+    StreamFold,
+};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -39,14 +42,14 @@ impl Backend for Sglang {
             Prompt::Ids(ids) => body["input_ids"] = json!(ids),
             Prompt::Text(t) => body["text"] = json!(t),
         }
-        let mut acc = Cumulative::default();
-        let end = self
-            .http
-            .post_sse("/generate", &body, req.deadline, |at, item| {
-                acc.on_item(at, item)
-            })
-            .await?;
-        acc.finish(end.complete, end.elapsed)
+        super::stream_completion(
+            &self.http,
+            "/generate",
+            &body,
+            req.deadline,
+            Cumulative::default(),
+        )
+        .await
     }
 
     async fn flush(&self) -> Result<Flush, RequestError> {
@@ -67,7 +70,7 @@ struct Cumulative {
     finished: bool,
 }
 
-impl Cumulative {
+impl StreamFold for Cumulative {
     fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
         let v = match super::event_json(item)? {
             EventJson::Skip => return Ok(false),
