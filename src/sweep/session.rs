@@ -4,7 +4,7 @@
 use super::measure::{self, Expectation};
 use super::prompts::PromptSource;
 use crate::backend::{Backend, Completion, Flush, GenRequest, RequestError};
-use crate::cli::{CacheBust, Method};
+use crate::choices::{CacheBust, Method};
 use crate::prompt::{Needle, NonceSource};
 use crate::record::{ErrorRecord, Sample, flag};
 use std::time::Duration;
