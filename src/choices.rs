@@ -30,6 +30,14 @@ impl Method {
             Method::Both => "both",
         }
     }
+
+    /// The `method` a sample records: `both` measures each, so a sample is one of the two.
+    pub fn sample_name(self) -> &'static str {
+        match self {
+            Method::TwoPoint => Method::TwoPoint.name(),
+            Method::Stream | Method::Both => Method::Stream.name(),
+        }
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

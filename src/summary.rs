@@ -1,6 +1,7 @@
 //! Condensing samples and errors into per-point medians and spread: pure, so a report of a
 //! partial file and the sweep's own summary agree.
 
+use crate::choices::Method;
 use crate::record::{ErrorRecord, NeedleCell, PointSummary, Sample, Stat, Summary, flag};
 use crate::stats::quantile;
 use serde_json::Value;
@@ -55,12 +56,12 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
     };
     let ttft: Vec<f64> = samples
         .iter()
-        .filter(|s| s.method == "stream")
+        .filter(|s| s.method == Method::Stream.name())
         .filter_map(|s| Some(s.ttft_s? - ms(s, "prompt_ms")?))
         .collect();
     let decode: Vec<f64> = samples
         .iter()
-        .filter(|s| s.method == "stream")
+        .filter(|s| s.method == Method::Stream.name())
         .filter_map(|s| {
             let server_s = ms(s, "predicted_ms")?;
             let n = s.server_timings.as_ref()?.get("predicted_n")?.as_f64()?;
@@ -90,12 +91,12 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         let stream: Vec<&Sample> = valid
             .iter()
             .copied()
-            .filter(|s| s.method == "stream")
+            .filter(|s| s.method == Method::Stream.name())
             .collect();
         let two_point: Vec<&Sample> = valid
             .iter()
             .copied()
-            .filter(|s| s.method == "two-point")
+            .filter(|s| s.method == Method::TwoPoint.name())
             .collect();
         let main = if stream.is_empty() {
             &two_point
@@ -104,9 +105,9 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         };
         let mut flags = BTreeMap::new();
         for f in all.iter().flat_map(|s| &s.flags) {
-            *flags.entry(f.clone()).or_insert(0) += 1;
+            *flags.entry(f.name().to_string()).or_insert(0) += 1;
         }
-        if flags.contains_key(flag::TRUNCATED) && truncation_onset.is_none() {
+        if flags.contains_key(flag::TRUNCATED.name()) && truncation_onset.is_none() {
             truncation_onset = Some(n);
         }
         let mut errors_by_kind = BTreeMap::new();
@@ -161,7 +162,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     }
     let restarts: Vec<u64> = points
         .iter()
-        .filter(|p| p.flags.contains_key(flag::SERVER_RESTARTED))
+        .filter(|p| p.flags.contains_key(flag::SERVER_RESTARTED.name()))
         .map(|p| p.context_tokens)
         .collect();
     if !restarts.is_empty() {

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// As in tests/sweep_sim.rs: TTFT also holds a loopback round trip and JSON handling.
 const PREFILL_TOL: f64 = 0.10;
 
-fn has(s: &Sample, f: &str) -> bool {
+fn has(s: &Sample, f: ctxbench::record::Flag) -> bool {
     s.flags.iter().any(|x| x == f)
 }
 
@@ -467,7 +467,7 @@ async fn silent_truncation_is_flagged_and_its_onset_named() {
         .find(|n| n.contains("truncated"))
         .unwrap_or_else(|| panic!("no truncation note: {:?}", r.summary.notes));
     assert!(note.contains("from 4096 tokens"), "{note}");
-    assert_eq!(r.summary.points[1].flags[flag::TRUNCATED], 1);
+    assert_eq!(r.summary.points[1].flags[flag::TRUNCATED.name()], 1);
     let table = ctxbench::report::render(&r.run, &r.summary, Format::Table);
     assert!(table.contains("from 4096 tokens"), "{table}");
 }
@@ -723,7 +723,7 @@ async fn unreported_cache_hits_are_inferred_from_timing() {
     }
     for p in &r.summary.points {
         assert_eq!(p.n_valid, 1, "only the cold first repetition counts");
-        assert_eq!(p.flags[flag::CACHE_HIT_INFERRED], 2);
+        assert_eq!(p.flags[flag::CACHE_HIT_INFERRED.name()], 2);
     }
     assert_eq!(r.exit_code(), 0);
 }

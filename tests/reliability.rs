@@ -393,7 +393,10 @@ async fn busy_flush_is_flagged_and_the_nonce_keeps_the_sample_valid() {
         assert!(s.valid, "{s:?}");
         assert!(s.cached_tokens.unwrap_or(0) <= 16, "{s:?}");
     }
-    assert_eq!(r.summary.points[0].flags.get(flag::FLUSH_FAILED), Some(&2));
+    assert_eq!(
+        r.summary.points[0].flags.get(flag::FLUSH_FAILED.name()),
+        Some(&2)
+    );
     assert_eq!(r.exit_code(), exit::OK);
     // Back-off between attempts (50+100+200+400+800 ms per flush), not a hammering loop.
     assert!(elapsed >= Duration::from_millis(2 * 1550), "{elapsed:?}");

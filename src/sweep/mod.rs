@@ -313,8 +313,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         match outcome {
             Outcome::Sample(mut s) => {
                 if restarted {
-                    s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
-                    s.valid = false;
+                    s.push_flag(crate::record::flag::SERVER_RESTARTED);
                 }
                 if !session.reports_cached_tokens {
                     let smaller = median_ttft(&samples, |p| p < n, &s.method);
@@ -385,10 +384,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
 }
 
 fn method_name(m: Method) -> &'static str {
-    match m {
-        Method::TwoPoint => "two-point",
-        _ => "stream",
-    }
+    m.sample_name()
 }
 
 fn median_ttft(samples: &[Sample], pick: impl Fn(u64) -> bool, method: &str) -> Option<f64> {
