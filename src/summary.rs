@@ -3,46 +3,13 @@
 
 use crate::choices::Method;
 use crate::record::{ErrorRecord, NeedleCell, PointSummary, Sample, Stat, Summary, flag};
-use crate::stats::quantile;
+use crate::stats::{outlier_count, quantile};
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// Outlier threshold on the modified z-score of TTFT.
-const OUTLIER_Z: f64 = 3.5;
-
-impl Stat {
-    /// Median, extremes and p10/p90 of the finite values; `None` when there are none.
-    pub fn of(xs: &[f64]) -> Option<Stat> {
-        let v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
-        let q = |p| quantile(&v, p);
-        Some(Stat {
-            median: q(0.5)?,
-            min: q(0.0)?,
-            max: q(1.0)?,
-            p10: q(0.1)?,
-            p90: q(0.9)?,
-            n: v.len(),
-        })
-    }
-}
 
 fn stat_of(samples: &[&Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<Stat> {
     let xs: Vec<f64> = samples.iter().filter_map(|s| f(s)).collect();
     Stat::of(&xs)
-}
-
-/// Modified z-score outliers (Iglewicz–Hoaglin): 0.6745·|x − median| / MAD > 3.5.
-pub fn outlier_count(xs: &[f64]) -> usize {
-    let Some(med) = quantile(xs, 0.5) else {
-        return 0;
-    };
-    let dev: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
-    let Some(mad) = quantile(&dev, 0.5).filter(|m| *m > 0.0) else {
-        return 0;
-    };
-    dev.iter()
-        .filter(|d| 0.6745 * **d / mad > OUTLIER_Z)
-        .count()
 }
 
 /// Client-minus-server differences, where the server reports its own timings.
