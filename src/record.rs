@@ -194,7 +194,7 @@ macro_rules! flags {
 
         /// The flags under their former constant names, kept for one release so code
         /// written against the string constants still compiles
-        /// (`s.flags.push(flag::TRUNCATED.into())`).
+        /// (`s.flags.push(flag::TRUNCATED)`).
         pub mod flag {
             pub use super::Flag;
             $(pub const $constant: Flag = Flag::$variant;)*

@@ -113,11 +113,7 @@ async fn llama_server_is_measured_against_its_own_timings() {
     assert_eq!(repeats.len(), 2);
     for s in repeats {
         assert!(timing(s, "cache_n") > 0.0, "{s:?}");
-        assert!(
-            s.flags.iter().any(|f| f == flag::CACHE_HIT),
-            "{:?}",
-            s.flags
-        );
+        assert!(s.flags.contains(&flag::CACHE_HIT), "{:?}", s.flags);
         assert!(!s.valid);
     }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 const PREFILL_TOL: f64 = 0.10;
 
 fn has(s: &Sample, f: ctxbench::record::Flag) -> bool {
-    s.flags.iter().any(|x| x == f)
+    s.flags.contains(&f)
 }
 
 async fn probe_url(url: &str) -> ServerInfo {

@@ -59,7 +59,7 @@ async fn a_restart_mid_sweep_is_flagged() {
     let flagged: Vec<_> = r
         .samples
         .iter()
-        .filter(|s| s.flags.iter().any(|f| f == flag::SERVER_RESTARTED))
+        .filter(|s| s.flags.contains(&flag::SERVER_RESTARTED))
         .collect();
     assert_eq!(
         flagged.len(),
