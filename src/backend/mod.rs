@@ -1,6 +1,7 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
 pub mod detect;
+pub mod fake;
 pub mod flush;
 pub mod http;
 pub mod llamacpp;
