@@ -1,8 +1,11 @@
 //! The simulated server over real HTTP on 127.0.0.1: wire shapes of both APIs, timing against
 //! the cost model, the prefix cache, limits, and every injected fault.
 
+mod common;
+
 use clap::Parser;
-use ctxbench::sim::{CostModel, RequestTruth, SimConfig, SimCostArgs, SimServer};
+use common::truth_after;
+use ctxbench::sim::{CostModel, SimConfig, SimCostArgs, SimServer};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -139,18 +142,6 @@ async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> (u16, Valu
         status,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
-}
-
-/// Truth is recorded as a stream ends; give the server a moment after a broken stream.
-async fn truth_after(server: &SimServer, n: usize) -> Vec<RequestTruth> {
-    for _ in 0..100 {
-        let truth = server.truth();
-        if truth.len() >= n {
-            return truth;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    server.truth()
 }
 
 fn ids(n: usize, first: u32) -> Vec<u32> {
@@ -336,10 +327,14 @@ mod streaming {
             json!({"role": "assistant", "content": ""})
         );
         assert_eq!(role["object"], "chat.completion.chunk");
+        // Sent before the 250 ms prefill, the role chunk arrives well ahead of the content;
+        // held back, it would arrive with it. A relation, not a wall-clock bound: a loaded
+        // client that reads late delays both.
         assert!(
-            events[0].at < Duration::from_millis(150),
-            "role chunk at {:?}",
-            events[0].at
+            events[1].at.saturating_sub(events[0].at) >= Duration::from_millis(50),
+            "role chunk at {:?}, content at {:?}",
+            events[0].at,
+            events[1].at
         );
         let first_content = events[1].json();
         assert!(
@@ -708,12 +703,16 @@ mod behaviour {
                 .unwrap()
                 .contains("max-running")
         );
-        assert!(
-            refused_after < Duration::from_millis(100),
-            "503 must not wait for the running request: {refused_after:?}"
-        );
         let streamed = read_stream(first, sent, None).await;
         assert!(streamed.ends_with_done());
+        // The 503 came back while the running request was still streaming (30 steps of
+        // 10 ms): an order of events, not a wall-clock bound.
+        let refused_by = refused_at.duration_since(sent) + refused_after;
+        let first_ended = streamed.data().last().expect("events").at;
+        assert!(
+            refused_by < first_ended,
+            "503 must not wait for the running request: refused at {refused_by:?}, the running one ended at {first_ended:?}"
+        );
         let (status, _) = post_json(&http, &url, generate_body(&ids(10, 1), 1, false)).await;
         assert_eq!(status, 200, "the slot is free again");
     }

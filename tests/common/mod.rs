@@ -45,14 +45,56 @@ pub async fn sweep(url: &str, flags: &[&str]) -> SweepResult {
     execute(sweep_args(url, flags)).await.expect("sweep runs")
 }
 
+/// How long a test waits for a condition it polls (a server recording its truth after a
+/// broken stream): far above the milliseconds it takes, so a loaded machine does not fail it.
+pub const POLL_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Truth is recorded as a stream ends: poll until the server has `n` records (at most
+/// [`POLL_LIMIT`]), then return them all, so the caller asserts the exact count.
+pub async fn truth_after(server: &SimServer, n: usize) -> Vec<ctxbench::sim::RequestTruth> {
+    let until = tokio::time::Instant::now() + POLL_LIMIT;
+    loop {
+        let truth = server.truth();
+        if truth.len() >= n || tokio::time::Instant::now() >= until {
+            return truth;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 /// Relative difference |a − b| / b.
 pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
 
+/// Held while a timing test runs; dropping it lets the next one start.
+pub struct TimingGuard {
+    _in_process: tokio::sync::MutexGuard<'static, ()>,
+    _across_processes: std::fs::File,
+}
+
 /// Tests that assert timings take this first: the harness runs tests of one file in
-/// parallel, and several simulated sweeps on two cores would measure the contention.
-pub async fn timing_lock() -> tokio::sync::MutexGuard<'static, ()> {
+/// parallel, and several simulated sweeps on two cores would measure the contention. The
+/// mutex orders the tests of one binary; an exclusive lock on a file in the temp directory
+/// orders test binaries run at the same time (released by the OS even if a test crashes).
+pub async fn timing_lock() -> TimingGuard {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
+    let in_process = LOCK.lock().await;
+    let path = std::env::temp_dir().join("ctxbench-timing-tests.lock");
+    let file = tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        std::io::Result::Ok(file)
+    })
+    .await
+    .expect("the lock task runs")
+    .expect("the timing lock file can be opened and locked");
+    TimingGuard {
+        _in_process: in_process,
+        _across_processes: file,
+    }
 }
