@@ -5,7 +5,6 @@
 //! `cargo run --example report_demo -- DIR`
 
 #[path = "../tests/report_fixtures/mod.rs"]
-#[allow(dead_code)]
 mod report_fixtures;
 
 use report_fixtures::*;
