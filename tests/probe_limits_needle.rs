@@ -8,7 +8,7 @@
 //! OpenAI-compatible server that does not publish its limit would.
 
 mod common;
-use common::{rel, sim, sweep, sweep_args};
+use common::{flags, rel, sim, sweep};
 use ctxbench::backend::detect::{ServerInfo, probe};
 use ctxbench::backend::http::Http;
 use ctxbench::backend::{GenRequest, Prompt, connect};
@@ -225,19 +225,7 @@ async fn probe_binary_fails_cleanly_when_nothing_answers() {
 async fn lengths_max_is_limit_minus_output_tokens() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--context-length", "8192"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "max",
-            "--output-tokens",
-            "16",
-            "--reps",
-            "1",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("max", 1, 16).run(&server.url()).await;
     assert_eq!(r.run.config.lengths, vec![8176]);
     assert_eq!(r.samples.len(), 1);
     let s = &r.samples[0];
@@ -258,19 +246,7 @@ async fn lengths_max_is_limit_minus_output_tokens() {
 async fn lengths_max_fits_with_calibrated_text() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--context-length", "8192"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "max",
-            "--output-tokens",
-            "16",
-            "--reps",
-            "2",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("max", 2, 16).run(&server.url()).await;
     assert_eq!(r.run.config.lengths, vec![8176]);
     assert_eq!(r.run.config.prompt_mode, "calibrated_text");
     assert!(r.errors.is_empty(), "{:?}", r.errors);
@@ -286,7 +262,7 @@ async fn lengths_max_fits_with_calibrated_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_limit_is_refused_before_any_request() {
     let _timing = common::timing_lock().await;
-    for (flags, source) in [
+    for (sim_flags, source) in [
         (
             vec!["--context-length", "8192"],
             "/server_info context_length",
@@ -296,14 +272,11 @@ async fn beyond_the_limit_is_refused_before_any_request() {
             "max_model_len",
         ),
     ] {
-        let server = sim(&flags).await;
-        let err = ctxbench::sweep::execute(sweep_args(
-            &server.url(),
-            &["--lengths", "1k,8k", "--output-tokens", "16", "--reps", "1"],
-        ))
-        .await
-        .err()
-        .expect("8k + 16 output tokens exceed an 8192 limit");
+        let server = sim(&sim_flags).await;
+        let err = ctxbench::sweep::execute(flags("1k,8k", 1, 16).warm_up().args(&server.url()))
+            .await
+            .err()
+            .expect("8k + 16 output tokens exceed an 8192 limit");
         let msg = format!("{err:#}");
         assert!(msg.contains("8192 tokens"), "{msg}");
         assert!(msg.contains(source), "{msg}");
@@ -391,19 +364,7 @@ async fn unpublished_limit_gives_context_exceeded_error_records() {
     let server = sim(&["--context-length", "4096"]).await;
     let proxy = LimitHidingProxy::start(&server.url()).await;
     assert_eq!(probe_url(&proxy.url).await.context_length, None);
-    let r = sweep(
-        &proxy.url,
-        &[
-            "--lengths",
-            "2k,8k",
-            "--output-tokens",
-            "16",
-            "--reps",
-            "2",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("2k,8k", 2, 16).run(&proxy.url).await;
     assert_eq!(r.samples.len(), 2);
     assert!(
         r.samples
@@ -433,19 +394,7 @@ async fn silent_truncation_is_flagged_and_its_onset_named() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--truncate", "--context-length", "4096"]).await;
     let proxy = LimitHidingProxy::start(&server.url()).await;
-    let r = sweep(
-        &proxy.url,
-        &[
-            "--lengths",
-            "2k,4k,8k",
-            "--output-tokens",
-            "16",
-            "--reps",
-            "1",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("2k,4k,8k", 1, 16).run(&proxy.url).await;
     assert_eq!(r.run.config.prompt_mode, "token_ids");
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     let by_len = |n: u64| r.samples.iter().find(|s| s.context_tokens == n).unwrap();
@@ -529,22 +478,10 @@ fn truncation_onset_note_from_samples() {
 async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "4k,16k",
-            "--needle",
-            "--needle-depths",
-            "0.1,0.5,0.9",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "32",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("4k,16k", 1, 32)
+        .with(&["--needle", "--needle-depths", "0.1,0.5,0.9"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.run.config.reps, 3, "one rep per depth at least");
     assert_eq!(r.run.config.needle_depths, vec![0.1, 0.5, 0.9]);
     assert_eq!(r.samples.len(), 6);
@@ -682,21 +619,10 @@ async fn truncation_loses_early_needles() {
 async fn unreported_cache_hits_are_inferred_from_timing() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--no-cache-report"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "8k,16k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "16",
-            "--cache-bust",
-            "off",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("8k,16k", 3, 16)
+        .with(&["--cache-bust", "off"])
+        .run(&server.url())
+        .await;
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     assert_eq!(r.samples.len(), 6);
     let truth: Vec<_> = server
@@ -735,21 +661,10 @@ async fn unreported_cache_hits_are_inferred_from_timing() {
 async fn cache_bust_off_text_prompts_keep_their_length() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--no-cache-report"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k,2k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "16",
-            "--cache-bust",
-            "off",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k,2k", 2, 16)
+        .with(&["--cache-bust", "off"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.run.config.prompt_mode, "calibrated_text");
     assert_eq!(r.samples.len(), 4);
     for s in &r.samples {
@@ -777,19 +692,7 @@ async fn cache_bust_off_text_prompts_keep_their_length() {
 async fn no_inferred_hits_when_prompts_are_cold() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai", "--no-cache-report"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "8k,16k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "16",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("8k,16k", 3, 16).run(&server.url()).await;
     assert_eq!(r.samples.len(), 6);
     for s in &r.samples {
         assert!(!has(s, flag::CACHE_HIT_INFERRED), "{s:?}");

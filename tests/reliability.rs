@@ -6,7 +6,7 @@
 //! Loopback only, every test bounded in time.
 
 mod common;
-use common::{sim, sweep};
+use common::{flags, sim, sweep};
 use ctxbench::record::{ErrorRecord, PointSummary, Sample, Summary, flag};
 use ctxbench::sweep::SweepResult;
 use ctxbench::{exit, resultfile};
@@ -106,22 +106,9 @@ async fn all_faulted(fault: &str, api: &str) -> (SweepResult, Duration) {
     let t = Instant::now();
     let r = tokio::time::timeout(
         Duration::from_secs(30),
-        sweep(
-            &server.url(),
-            &[
-                "--api",
-                api,
-                "--lengths",
-                "1k",
-                "--reps",
-                "2",
-                "--output-tokens",
-                "8",
-                "--no-warmup",
-                "--timeout",
-                "2",
-            ],
-        ),
+        flags("1k", 2, 8)
+            .with(&["--api", api, "--timeout", "2"])
+            .run(&server.url()),
     )
     .await
     .unwrap_or_else(|_| panic!("{fault} ({api}): the sweep hung"));
@@ -212,22 +199,9 @@ async fn mixed_faults_never_become_samples_and_the_sweep_goes_on() {
     let reps = 6u32;
     let r = tokio::time::timeout(
         Duration::from_secs(60),
-        sweep(
-            &server.url(),
-            &[
-                "--lengths",
-                "1k,2k",
-                "--reps",
-                &reps.to_string(),
-                "--output-tokens",
-                "8",
-                "--no-warmup",
-                "--timeout",
-                "2",
-                "--out",
-                out.to_str().unwrap(),
-            ],
-        ),
+        flags("1k,2k", reps, 8)
+            .with(&["--timeout", "2", "--out", out.to_str().unwrap()])
+            .run(&server.url()),
     )
     .await
     .expect("the sweep finishes");
@@ -328,23 +302,13 @@ async fn two_point_faults_fail_their_own_sample_only() {
     ])
     .await;
     let reps = 4u32;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            &reps.to_string(),
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-            "--method",
-            "both",
-            "--timeout",
-            "5",
-        ],
-    )
-    .await;
+    // 64 tokens: the N-token request of a pair outlasts the 1-token one by ~250 ms of
+    // decode, so a loaded machine cannot invert the pair (with 8 tokens the margin was
+    // ~30 ms, and a delayed 1-token request flagged a sample `two_point_inverted`).
+    let r = flags("1k", reps, 64)
+        .with(&["--method", "both", "--timeout", "5"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.samples.len() + r.errors.len(), 2 * reps as usize);
     assert!(!r.errors.is_empty(), "seed 5 meets faults");
     let failed: HashSet<(u32, String)> = r
@@ -370,19 +334,7 @@ async fn busy_flush_is_flagged_and_the_nonce_keeps_the_sample_valid() {
     assert!(!flag::invalidates(flag::FLUSH_FAILED));
     let server = sim(&["--fault-rate", "1", "--fault-kinds", "flush_busy"]).await;
     let t = Instant::now();
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k", 2, 8).run(&server.url()).await;
     let elapsed = t.elapsed();
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     assert_eq!(r.samples.len(), 2);
@@ -405,21 +357,10 @@ async fn busy_flush_is_flagged_and_the_nonce_keeps_the_sample_valid() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn busy_flush_without_nonce_is_caught_by_the_cache_check() {
     let server = sim(&["--fault-rate", "1", "--fault-kinds", "flush_busy"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-            "--cache-bust",
-            "flush",
-        ],
-    )
-    .await;
+    let r = flags("1k", 2, 8)
+        .with(&["--cache-bust", "flush"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.samples.len(), 2);
     let second = &r.samples[1];
     assert!(second.flags.contains(&flag::FLUSH_FAILED), "{second:?}");

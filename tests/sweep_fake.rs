@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::sweep_args;
+use common::{SweepFlags, flags};
 use ctxbench::backend::RequestError;
 use ctxbench::backend::fake::{Call, CallLog, FakeBackend, Reply};
 use ctxbench::record::flag;
@@ -27,11 +27,11 @@ fn linear(c: &Call) -> Result<Reply, RequestError> {
 async fn run_fake(
     fake: FakeBackend,
     reports_cached: bool,
-    flags: &[&str],
+    flags: SweepFlags,
 ) -> (SweepResult, Vec<Call>) {
     let log: CallLog = fake.log();
     let conn = fake.connected(URL, reports_cached).expect("fake connects");
-    let r = execute_with(sweep_args(URL, flags), URL, conn)
+    let r = execute_with(flags.args(URL), URL, conn)
         .await
         .expect("sweep runs");
     (r, log.calls())
@@ -42,14 +42,7 @@ async fn points_run_small_to_large_one_request_per_job() {
     let (r, calls) = run_fake(
         FakeBackend::new(linear),
         true,
-        &[
-            "--lengths",
-            "4k,1k,2k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "8",
-        ],
+        flags("4k,1k,2k", 2, 8).warm_up(),
     )
     .await;
     // The first call is the warm-up (at most 8 tokens, 256-token prompt), then the jobs.
@@ -79,20 +72,7 @@ async fn points_run_small_to_large_one_request_per_job() {
 
 #[tokio::test]
 async fn metrics_are_exactly_the_scripted_ones() {
-    let (r, _) = run_fake(
-        FakeBackend::new(linear),
-        true,
-        &[
-            "--lengths",
-            "1k,2k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let (r, _) = run_fake(FakeBackend::new(linear), true, flags("1k,2k", 1, 8)).await;
     for s in &r.samples {
         let t = ttft(s.context_tokens).as_secs_f64();
         assert!(s.valid && s.flags.is_empty(), "{s:?}");
@@ -112,29 +92,12 @@ async fn resume_sends_only_the_missing_jobs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.jsonl");
     let out = out.to_str().unwrap();
-    let base = [
-        "--reps",
-        "2",
-        "--output-tokens",
-        "8",
-        "--no-warmup",
-        "--out",
-        out,
-    ];
-    let first: Vec<&str> = ["--lengths", "1k,2k"]
-        .iter()
-        .chain(&base)
-        .copied()
-        .collect();
-    let (r1, calls1) = run_fake(FakeBackend::new(linear), true, &first).await;
+    let first = flags("1k,2k", 2, 8).with(&["--out", out]);
+    let (r1, calls1) = run_fake(FakeBackend::new(linear), true, first).await;
     assert_eq!((r1.samples.len(), calls1.len()), (4, 4));
 
-    let second: Vec<&str> = ["--lengths", "1k,2k,4k", "--resume"]
-        .iter()
-        .chain(&base)
-        .copied()
-        .collect();
-    let (r2, calls2) = run_fake(FakeBackend::new(linear), true, &second).await;
+    let second = flags("1k,2k,4k", 2, 8).with(&["--out", out, "--resume"]);
+    let (r2, calls2) = run_fake(FakeBackend::new(linear), true, second).await;
     let sent: Vec<u64> = calls2.iter().map(|c| c.prompt_tokens).collect();
     assert_eq!(sent, [4096, 4096], "only the new length is measured");
     assert_eq!(r2.samples.len(), 6, "old samples are carried over");
@@ -151,20 +114,7 @@ async fn a_failed_request_is_an_error_record_and_is_not_retried() {
         }),
         _ => linear(c),
     });
-    let (r, calls) = run_fake(
-        fake,
-        true,
-        &[
-            "--lengths",
-            "1k,2k,4k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let (r, calls) = run_fake(fake, true, flags("1k,2k,4k", 1, 8)).await;
     assert_eq!(calls.len(), 3, "one request per job, no retry");
     let errs: Vec<(u64, &str)> = r
         .errors
@@ -189,20 +139,7 @@ async fn the_servers_counts_raise_flags_and_clear_valid() {
         }
         Ok(r)
     });
-    let (r, _) = run_fake(
-        fake,
-        true,
-        &[
-            "--lengths",
-            "1k,2k,4k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let (r, _) = run_fake(fake, true, flags("1k,2k,4k", 1, 8)).await;
     let by_len = |n: u64| r.samples.iter().find(|s| s.context_tokens == n).unwrap();
     assert_eq!(by_len(1024).flags, [flag::EARLY_STOP]);
     assert_eq!(by_len(2048).flags, [flag::CACHE_HIT]);
@@ -218,20 +155,7 @@ async fn a_failed_flush_is_flagged_and_the_sample_stays_valid() {
         status: 503,
         message: "busy".into(),
     });
-    let (r, _) = run_fake(
-        fake,
-        true,
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let (r, _) = run_fake(fake, true, flags("1k", 2, 8)).await;
     assert!(
         r.samples
             .iter()
@@ -243,17 +167,7 @@ async fn a_failed_flush_is_flagged_and_the_sample_stays_valid() {
     let (r, _) = run_fake(
         fake,
         true,
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-            "--cache-bust",
-            "nonce",
-        ],
+        flags("1k", 1, 8).with(&["--cache-bust", "nonce"]),
     )
     .await;
     assert!(r.samples[0].flags.is_empty());
@@ -269,22 +183,7 @@ async fn a_reply_past_a_fixed_deadline_is_a_timeout_error() {
         )),
         _ => linear(c),
     });
-    let (r, calls) = run_fake(
-        fake,
-        true,
-        &[
-            "--lengths",
-            "1k,4k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-            "--timeout",
-            "1.5",
-        ],
-    )
-    .await;
+    let (r, calls) = run_fake(fake, true, flags("1k,4k", 1, 8).with(&["--timeout", "1.5"])).await;
     assert!(
         calls
             .iter()
@@ -302,14 +201,7 @@ async fn auto_deadlines_start_generous_and_follow_the_measurements() {
     let (_, calls) = run_fake(
         FakeBackend::new(linear),
         true,
-        &[
-            "--lengths",
-            "1k,2k,4k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-        ],
+        flags("1k,2k,4k", 1, 8).warm_up(),
     )
     .await;
     // Before anything is measured the deadline is 600 s (warm-up and first job); after,
@@ -329,20 +221,7 @@ async fn without_cached_counts_a_fast_repeat_is_an_inferred_hit() {
         }
         Ok(r)
     });
-    let (r, _) = run_fake(
-        fake,
-        false,
-        &[
-            "--lengths",
-            "1k,2k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let (r, _) = run_fake(fake, false, flags("1k,2k", 2, 8)).await;
     let flagged: Vec<(u64, u32)> = r
         .samples
         .iter()
@@ -358,17 +237,7 @@ async fn two_point_pairs_a_one_token_request_with_a_full_one() {
     let (r, calls) = run_fake(
         FakeBackend::new(linear),
         true,
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-            "--method",
-            "two-point",
-        ],
+        flags("1k", 1, 8).with(&["--method", "two-point"]),
     )
     .await;
     let max: Vec<u64> = calls.iter().map(|c| c.max_tokens).collect();

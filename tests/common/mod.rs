@@ -45,6 +45,61 @@ pub async fn sweep(url: &str, flags: &[&str]) -> SweepResult {
     execute(sweep_args(url, flags)).await.expect("sweep runs")
 }
 
+/// The flags most sweep tests pass, built instead of spelled out: `--lengths L --reps R
+/// --output-tokens O --no-warmup` (see [`flags`]), then any others.
+#[derive(Debug, Clone)]
+pub struct SweepFlags {
+    argv: Vec<String>,
+    warm_up: bool,
+}
+
+/// `--lengths lengths --reps reps --output-tokens output_tokens --no-warmup`.
+pub fn flags(lengths: &str, reps: u32, output_tokens: u64) -> SweepFlags {
+    SweepFlags {
+        argv: vec![
+            "--lengths".into(),
+            lengths.into(),
+            "--reps".into(),
+            reps.to_string(),
+            "--output-tokens".into(),
+            output_tokens.to_string(),
+        ],
+        warm_up: false,
+    }
+}
+
+impl SweepFlags {
+    /// Keep the warm-up request (drop `--no-warmup`).
+    pub fn warm_up(mut self) -> Self {
+        self.warm_up = true;
+        self
+    }
+
+    /// More flags, as on the command line.
+    pub fn with(mut self, more: &[&str]) -> Self {
+        self.argv.extend(more.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// The flags as on the command line.
+    pub fn argv(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.argv.iter().map(String::as_str).collect();
+        if !self.warm_up {
+            v.push("--no-warmup");
+        }
+        v
+    }
+
+    pub fn args(&self, url: &str) -> SweepArgs {
+        sweep_args(url, &self.argv())
+    }
+
+    /// Run the sweep against `url` through the library entry point.
+    pub async fn run(&self, url: &str) -> SweepResult {
+        sweep(url, &self.argv()).await
+    }
+}
+
 /// How long a test waits for a condition it polls (a server recording its truth after a
 /// broken stream): far above the milliseconds it takes, so a loaded machine does not fail it.
 pub const POLL_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
