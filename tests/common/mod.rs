@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod llama;
+pub mod sim_http;
 
 use clap::Parser;
 use ctxbench::cli::{Cli, Command, SweepArgs};
