@@ -31,16 +31,18 @@ mod behaviour {
             body["meta_info"]["completion_tokens"], 60,
             "min_new_tokens >= max forces the length"
         );
-        let (_, body) = post_json(
+        let (_, body) = post_at(
             &http,
-            &format!("{}/v1/completions", server.url()),
+            &server.url(),
+            "/v1/completions",
             json!({"prompt": "the", "max_tokens": 50}),
         )
         .await;
         assert_eq!(body["choices"][0]["finish_reason"], "stop");
-        let (_, body) = post_json(
+        let (_, body) = post_at(
             &http,
-            &format!("{}/v1/completions", server.url()),
+            &server.url(),
+            "/v1/completions",
             json!({"prompt": "the", "max_tokens": 50, "min_tokens": 50}),
         )
         .await;
@@ -83,9 +85,10 @@ mod behaviour {
         let http = client();
         let server = start(&["--context-length", "100"]).await;
         let base = server.url();
-        let (status, body) = post_json(
+        let (status, body) = post_at(
             &http,
-            &format!("{base}/generate"),
+            &base,
+            "/generate",
             generate_body(&ids(90, 0), 20, false),
         )
         .await;
@@ -96,15 +99,16 @@ mod behaviour {
             "{message}"
         );
         let body = json!({"prompt": ids(90, 0), "max_tokens": 20});
-        let (status, body) = post_json(&http, &format!("{base}/v1/completions"), body).await;
+        let (status, body) = post_at(&http, &base, "/v1/completions", body).await;
         assert_eq!(status, 400);
         assert_eq!(body["object"], "error");
         assert_eq!(body["type"], "BadRequestError");
         assert_eq!(body["code"], 400);
         assert!(body["message"].as_str().unwrap().contains("90 tokens"));
-        let (status, _) = post_json(
+        let (status, _) = post_at(
             &http,
-            &format!("{base}/generate"),
+            &base,
+            "/generate",
             generate_body(&ids(80, 0), 20, false),
         )
         .await;
@@ -116,8 +120,7 @@ mod behaviour {
         let http = client();
         let server = start(&["--context-length", "100", "--truncate"]).await;
         let body = json!({"prompt": ids(90, 0), "max_tokens": 20, "ignore_eos": true});
-        let (status, body) =
-            post_json(&http, &format!("{}/v1/completions", server.url()), body).await;
+        let (status, body) = post_at(&http, &server.url(), "/v1/completions", body).await;
         assert_eq!(status, 200);
         assert_eq!(body["usage"]["prompt_tokens"], 80);
         assert_eq!(server.truth()[0].prompt_tokens, 80);
@@ -173,7 +176,7 @@ mod behaviour {
             json!({"text": ["a", "b"]}),
         ];
         for case in cases {
-            let (status, body) = post_json(&http, &format!("{base}/generate"), case.clone()).await;
+            let (status, body) = post_at(&http, &base, "/generate", case.clone()).await;
             assert_eq!(status, 400, "{case}");
             assert!(body["error"]["message"].is_string(), "{case} → {body}");
         }
@@ -186,9 +189,10 @@ mod behaviour {
         assert_eq!(response.status(), 400);
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["type"], "BadRequestError");
-        let (status, body) = post_json(
+        let (status, body) = post_at(
             &http,
-            &format!("{base}/generate"),
+            &base,
+            "/generate",
             json!({"input_ids": [65535, 0, 258], "sampling_params": {"max_new_tokens": 1}}),
         )
         .await;
@@ -243,21 +247,17 @@ mod behaviour {
             .await
             .unwrap();
         assert_eq!(model_info.status(), 200);
-        let (status, tokens) = post_json(
+        let (status, tokens) = post_at(
             &http,
-            &format!("{base}/tokenize"),
+            &base,
+            "/tokenize",
             json!({"prompt": "the sea xyz", "add_special_tokens": false}),
         )
         .await;
         assert_eq!(status, 200);
         assert_eq!(tokens["count"], 6, "2 words + marker + 3 bytes");
         assert_eq!(tokens["max_model_len"], 4096);
-        let (_, with_bos) = post_json(
-            &http,
-            &format!("{base}/tokenize"),
-            json!({"prompt": "the sea"}),
-        )
-        .await;
+        let (_, with_bos) = post_at(&http, &base, "/tokenize", json!({"prompt": "the sea"})).await;
         assert_eq!(with_bos["tokens"][0], 256);
         for route in ["/health", "/health_generate"] {
             assert_eq!(
@@ -311,16 +311,18 @@ mod behaviour {
                 .status(),
             200
         );
-        let (status, body) = post_json(
+        let (status, body) = post_at(
             &http,
-            &format!("{base}/v1/completions"),
+            &base,
+            "/v1/completions",
             json!({"model": "sim-model", "prompt": "the", "max_tokens": 2}),
         )
         .await;
         assert_eq!(status, 200, "{body}");
-        let (status, body) = post_json(
+        let (status, body) = post_at(
             &http,
-            &format!("{base}/v1/completions"),
+            &base,
+            "/v1/completions",
             json!({"model": "other", "prompt": "the"}),
         )
         .await;
@@ -334,12 +336,7 @@ mod behaviour {
         let server = start(&[]).await;
         let body = json!({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "the sea"}]}],
             "max_completion_tokens": 4, "ignore_eos": true});
-        let (status, body) = post_json(
-            &http,
-            &format!("{}/v1/chat/completions", server.url()),
-            body,
-        )
-        .await;
+        let (status, body) = post_at(&http, &server.url(), "/v1/chat/completions", body).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["object"], "chat.completion");
         assert_eq!(body["choices"][0]["message"]["role"], "assistant");

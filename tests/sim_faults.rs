@@ -28,8 +28,7 @@ mod faults {
         let http = client();
         for (kind, status) in [("http500", 500), ("http503", 503), ("http400", 400)] {
             let server = faulty(kind).await;
-            let (got, body) =
-                post_json(&http, &format!("{}/generate", server.url()), stream_body()).await;
+            let (got, body) = post_at(&http, &server.url(), "/generate", stream_body()).await;
             assert_eq!(got, status, "{kind}");
             assert!(
                 body["error"]["message"]
@@ -38,9 +37,10 @@ mod faults {
                     .contains("simulated"),
                 "{body}"
             );
-            let (got, body) = post_json(
+            let (got, body) = post_at(
                 &http,
-                &format!("{}/v1/completions", server.url()),
+                &server.url(),
+                "/v1/completions",
                 json!({"prompt": "a"}),
             )
             .await;
@@ -200,9 +200,10 @@ mod faults {
             .await
             .unwrap();
         assert_eq!(response.status(), 400);
-        let (status, _) = post_json(
+        let (status, _) = post_at(
             &http,
-            &format!("{}/generate", server.url()),
+            &server.url(),
+            "/generate",
             generate_body(&ids(5, 0), 1, false),
         )
         .await;
@@ -222,9 +223,10 @@ mod faults {
             let mut statuses = Vec::new();
             for i in 0..12 {
                 statuses.push(
-                    post_json(
+                    post_at(
                         http,
-                        &format!("{}/generate", server.url()),
+                        &server.url(),
+                        "/generate",
                         generate_body(&ids(5, i), 1, false),
                     )
                     .await

@@ -47,9 +47,10 @@ mod streaming {
     async fn native_whole_response_is_one_object() {
         let http = client();
         let server = start(&[]).await;
-        let (status, body) = post_json(
+        let (status, body) = post_at(
             &http,
-            &format!("{}/generate", server.url()),
+            &server.url(),
+            "/generate",
             generate_body(&ids(20, 0), 5, false),
         )
         .await;
@@ -143,9 +144,10 @@ mod streaming {
     async fn completions_default_to_16_tokens_and_whole_response() {
         let http = client();
         let server = start(&[]).await;
-        let (status, body) = post_json(
+        let (status, body) = post_at(
             &http,
-            &format!("{}/v1/completions", server.url()),
+            &server.url(),
+            "/v1/completions",
             json!({"prompt": "the", "ignore_eos": true}),
         )
         .await;

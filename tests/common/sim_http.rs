@@ -162,3 +162,8 @@ pub fn completion_tokens(event: &Value) -> u64 {
         .as_u64()
         .expect("completion_tokens")
 }
+
+/// POST `body` to `path` on the server at `base`: status and JSON (or the text as a string).
+pub async fn post_at(http: &reqwest::Client, base: &str, path: &str, body: Value) -> (u16, Value) {
+    post_json(http, &format!("{base}{path}"), body).await
+}
