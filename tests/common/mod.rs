@@ -2,6 +2,7 @@
 //! through the same entry point as the command line.
 #![allow(dead_code)]
 
+pub mod bin;
 pub mod llama;
 pub mod sim_http;
 
@@ -116,6 +117,30 @@ pub async fn truth_after(server: &SimServer, n: usize) -> Vec<ctxbench::sim::Req
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// The same measurement, floats equal to 1e-12 relative (serde_json without its
+/// `float_roundtrip` feature may read a float back one ulp off).
+pub fn same_sample(a: &ctxbench::record::Sample, b: &ctxbench::record::Sample) -> bool {
+    let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+        (x, y) => x == y,
+    };
+    let key = |s: &ctxbench::record::Sample| {
+        (
+            s.context_tokens,
+            s.rep,
+            s.method.clone(),
+            s.valid,
+            s.flags.clone(),
+            s.prompt_tokens,
+            s.output_tokens,
+        )
+    };
+    key(a) == key(b)
+        && close(a.ttft_s, b.ttft_s)
+        && close(a.decode_tps, b.decode_tps)
+        && close(a.prefill_tps, b.prefill_tps)
 }
 
 /// Relative difference |a − b| / b.
