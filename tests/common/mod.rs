@@ -4,6 +4,7 @@
 
 pub mod bin;
 pub mod llama;
+pub mod proxy;
 pub mod sim_http;
 
 use clap::Parser;
@@ -141,6 +142,19 @@ pub fn same_sample(a: &ctxbench::record::Sample, b: &ctxbench::record::Sample) -
         && close(a.ttft_s, b.ttft_s)
         && close(a.decode_tps, b.decode_tps)
         && close(a.prefill_tps, b.prefill_tps)
+}
+
+/// Whether the sample carries flag `f`.
+pub fn has(s: &ctxbench::record::Sample, f: ctxbench::record::Flag) -> bool {
+    s.flags.contains(&f)
+}
+
+/// What `probe` finds at `url`.
+pub async fn probe_url(url: &str) -> ctxbench::backend::detect::ServerInfo {
+    let http = ctxbench::backend::http::Http::new(url, None).unwrap();
+    ctxbench::backend::detect::probe(&http)
+        .await
+        .expect("probe")
 }
 
 /// Relative difference |a − b| / b.
