@@ -213,14 +213,7 @@ mod behaviour {
         .await;
         let base = server.url();
         for route in ["/server_info", "/get_server_info"] {
-            let info: Value = http
-                .get(format!("{base}{route}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let info: Value = get_json(&http, &format!("{base}{route}")).await;
             assert_eq!(info["context_length"], 4096);
             assert_eq!(info["max_running_requests"], 4);
             assert_eq!(info["max_total_num_tokens"], 4 * 4096);
@@ -231,14 +224,7 @@ mod behaviour {
             assert!(info["version"].as_str().unwrap().starts_with("sim-"));
             assert!(info["internal_states"].is_array());
         }
-        let models: Value = http
-            .get(format!("{base}/v1/models"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let models: Value = get_json(&http, &format!("{base}/v1/models")).await;
         assert_eq!(models["data"][0]["id"], "sim-model");
         assert_eq!(models["data"][0]["max_model_len"], 4096);
         let model_info = http

@@ -167,3 +167,14 @@ pub fn completion_tokens(event: &Value) -> u64 {
 pub async fn post_at(http: &reqwest::Client, base: &str, path: &str, body: Value) -> (u16, Value) {
     post_json(http, &format!("{base}{path}"), body).await
 }
+
+/// GET `url` and read its JSON body.
+pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url)
+        .send()
+        .await
+        .expect("request sent")
+        .json()
+        .await
+        .expect("a JSON body")
+}
