@@ -53,17 +53,8 @@ async fn lengths_max_fits_with_calibrated_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_limit_is_refused_before_any_request() {
     let _timing = common::timing_lock().await;
-    for (sim_flags, source) in [
-        (
-            vec!["--context-length", "8192"],
-            "/server_info context_length",
-        ),
-        (
-            vec!["--persona", "openai", "--context-length", "8192"],
-            "max_model_len",
-        ),
-    ] {
-        let server = sim(&sim_flags).await;
+    for (sim_flags, source) in common::PERSONAS_8192 {
+        let server = sim(sim_flags).await;
         let err = ctxbench::sweep::execute(flags("1k,8k", 1, 16).warm_up().args(&server.url()))
             .await
             .err()

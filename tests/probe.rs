@@ -139,17 +139,8 @@ async fn probe_finds_a_vllm_dev_mode_flush_without_flushing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_binary_json_and_table_for_both_personas() {
     let _timing = common::timing_lock().await;
-    for (flags, source) in [
-        (
-            vec!["--context-length", "8192"],
-            "/server_info context_length",
-        ),
-        (
-            vec!["--persona", "openai", "--context-length", "8192"],
-            "/v1/models data[0].max_model_len",
-        ),
-    ] {
-        let server = sim(&flags).await;
+    for (sim_flags, source) in common::PERSONAS_8192 {
+        let server = sim(sim_flags).await;
         let url = server.url();
         let lib = probe_url(&url).await;
 

@@ -144,6 +144,15 @@ pub fn same_sample(a: &ctxbench::record::Sample, b: &ctxbench::record::Sample) -
         && close(a.prefill_tps, b.prefill_tps)
 }
 
+/// Both simulator personas with an 8192-token limit, and where `probe` finds that limit.
+pub const PERSONAS_8192: [(&[&str], &str); 2] = [
+    (&["--context-length", "8192"], "/server_info context_length"),
+    (
+        &["--persona", "openai", "--context-length", "8192"],
+        "/v1/models data[0].max_model_len",
+    ),
+];
+
 /// Whether the sample carries flag `f`.
 pub fn has(s: &ctxbench::record::Sample, f: ctxbench::record::Flag) -> bool {
     s.flags.contains(&f)
