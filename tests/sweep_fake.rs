@@ -37,14 +37,14 @@ async fn run_fake(
     (r, log.calls())
 }
 
+/// The sweep against the linear script, on a server that reports cached tokens.
+async fn run_linear(flags: SweepFlags) -> (SweepResult, Vec<Call>) {
+    run_fake(FakeBackend::new(linear), true, flags).await
+}
+
 #[tokio::test]
 async fn points_run_small_to_large_one_request_per_job() {
-    let (r, calls) = run_fake(
-        FakeBackend::new(linear),
-        true,
-        flags("4k,1k,2k", 2, 8).warm_up(),
-    )
-    .await;
+    let (r, calls) = run_linear(flags("4k,1k,2k", 2, 8).warm_up()).await;
     // The first call is the warm-up (at most 8 tokens, 256-token prompt), then the jobs.
     assert_eq!((calls[0].prompt_tokens, calls[0].max_tokens), (256, 8));
     let jobs: Vec<u64> = calls[1..].iter().map(|c| c.prompt_tokens).collect();
@@ -72,7 +72,7 @@ async fn points_run_small_to_large_one_request_per_job() {
 
 #[tokio::test]
 async fn metrics_are_exactly_the_scripted_ones() {
-    let (r, _) = run_fake(FakeBackend::new(linear), true, flags("1k,2k", 1, 8)).await;
+    let (r, _) = run_linear(flags("1k,2k", 1, 8)).await;
     for s in &r.samples {
         let t = ttft(s.context_tokens).as_secs_f64();
         assert!(s.valid && s.flags.is_empty(), "{s:?}");
@@ -93,11 +93,11 @@ async fn resume_sends_only_the_missing_jobs() {
     let out = dir.path().join("run.jsonl");
     let out = out.to_str().unwrap();
     let first = flags("1k,2k", 2, 8).with(&["--out", out]);
-    let (r1, calls1) = run_fake(FakeBackend::new(linear), true, first).await;
+    let (r1, calls1) = run_linear(first).await;
     assert_eq!((r1.samples.len(), calls1.len()), (4, 4));
 
     let second = flags("1k,2k,4k", 2, 8).with(&["--out", out, "--resume"]);
-    let (r2, calls2) = run_fake(FakeBackend::new(linear), true, second).await;
+    let (r2, calls2) = run_linear(second).await;
     let sent: Vec<u64> = calls2.iter().map(|c| c.prompt_tokens).collect();
     assert_eq!(sent, [4096, 4096], "only the new length is measured");
     assert_eq!(r2.samples.len(), 6, "old samples are carried over");
@@ -198,12 +198,7 @@ async fn a_reply_past_a_fixed_deadline_is_a_timeout_error() {
 
 #[tokio::test]
 async fn auto_deadlines_start_generous_and_follow_the_measurements() {
-    let (_, calls) = run_fake(
-        FakeBackend::new(linear),
-        true,
-        flags("1k,2k,4k", 1, 8).warm_up(),
-    )
-    .await;
+    let (_, calls) = run_linear(flags("1k,2k,4k", 1, 8).warm_up()).await;
     // Before anything is measured the deadline is 600 s (warm-up and first job); after,
     // the prediction × 4 is far below the 30 s floor, so the floor applies.
     let deadlines: Vec<u64> = calls.iter().map(|c| c.deadline.as_secs()).collect();
@@ -234,12 +229,7 @@ async fn without_cached_counts_a_fast_repeat_is_an_inferred_hit() {
 
 #[tokio::test]
 async fn two_point_pairs_a_one_token_request_with_a_full_one() {
-    let (r, calls) = run_fake(
-        FakeBackend::new(linear),
-        true,
-        flags("1k", 1, 8).with(&["--method", "two-point"]),
-    )
-    .await;
+    let (r, calls) = run_linear(flags("1k", 1, 8).with(&["--method", "two-point"])).await;
     let max: Vec<u64> = calls.iter().map(|c| c.max_tokens).collect();
     assert_eq!(max, [1, 8]);
     let s = &r.samples[0];

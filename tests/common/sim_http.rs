@@ -89,14 +89,18 @@ impl Streamed {
     }
 }
 
-pub async fn post_stream(http: &reqwest::Client, url: &str, body: Value) -> Streamed {
-    let sent = Instant::now();
-    let response = http
-        .post(url)
-        .json(&body)
+/// POST `body` as JSON; the response once its headers are in.
+pub async fn send_json(http: &reqwest::Client, url: &str, body: &Value) -> reqwest::Response {
+    http.post(url)
+        .json(body)
         .send()
         .await
-        .expect("request sent");
+        .expect("request sent")
+}
+
+pub async fn post_stream(http: &reqwest::Client, url: &str, body: Value) -> Streamed {
+    let sent = Instant::now();
+    let response = send_json(http, url, &body).await;
     assert_eq!(response.status(), 200, "streamed request refused");
     read_stream(response, sent, None).await
 }
@@ -131,12 +135,7 @@ pub async fn read_stream(
 }
 
 pub async fn post_json(http: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
-    let response = http
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .expect("request sent");
+    let response = send_json(http, url, &body).await;
     let status = response.status().as_u16();
     let text = response.text().await.expect("body");
     (
