@@ -31,3 +31,10 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Output {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// Run the binary with `args` to completion; panics with its stderr unless it succeeds.
+pub fn run_ok(args: &[&str]) -> Output {
+    let out = ctxbench().args(args).output().expect("binary runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    out
+}
