@@ -85,13 +85,7 @@ mod behaviour {
         let http = client();
         let server = start(&["--context-length", "100"]).await;
         let base = server.url();
-        let (status, body) = post_at(
-            &http,
-            &base,
-            "/generate",
-            generate_body(&ids(90, 0), 20, false),
-        )
-        .await;
+        let (status, body) = generate_at(&http, &base, 90, 20).await;
         assert_eq!(status, 400);
         let message = body["error"]["message"].as_str().unwrap();
         assert!(
@@ -105,13 +99,7 @@ mod behaviour {
         assert_eq!(body["type"], "BadRequestError");
         assert_eq!(body["code"], 400);
         assert!(body["message"].as_str().unwrap().contains("90 tokens"));
-        let (status, _) = post_at(
-            &http,
-            &base,
-            "/generate",
-            generate_body(&ids(80, 0), 20, false),
-        )
-        .await;
+        let (status, _) = generate_at(&http, &base, 80, 20).await;
         assert_eq!(status, 200, "exactly the context fits");
     }
 

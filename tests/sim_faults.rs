@@ -200,13 +200,7 @@ mod faults {
             .await
             .unwrap();
         assert_eq!(response.status(), 400);
-        let (status, _) = post_at(
-            &http,
-            &server.url(),
-            "/generate",
-            generate_body(&ids(5, 0), 1, false),
-        )
-        .await;
+        let (status, _) = generate_at(&http, &server.url(), 5, 1).await;
         assert_eq!(status, 200, "flush_busy never hits generation");
     }
 

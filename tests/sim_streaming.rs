@@ -47,13 +47,7 @@ mod streaming {
     async fn native_whole_response_is_one_object() {
         let http = client();
         let server = start(&[]).await;
-        let (status, body) = post_at(
-            &http,
-            &server.url(),
-            "/generate",
-            generate_body(&ids(20, 0), 5, false),
-        )
-        .await;
+        let (status, body) = generate_at(&http, &server.url(), 20, 5).await;
         assert_eq!(status, 200);
         assert_eq!(body["meta_info"]["completion_tokens"], 5);
         assert_eq!(body["meta_info"]["prompt_tokens"], 20);

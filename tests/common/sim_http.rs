@@ -177,3 +177,15 @@ pub async fn get_json(http: &reqwest::Client, url: &str) -> Value {
         .await
         .expect("a JSON body")
 }
+
+/// A whole (not streamed) native `/generate` of `prompt_tokens` ids and `max_new_tokens`
+/// forced tokens on the server at `base`.
+pub async fn generate_at(
+    http: &reqwest::Client,
+    base: &str,
+    prompt_tokens: usize,
+    max_new_tokens: u64,
+) -> (u16, Value) {
+    let body = generate_body(&ids(prompt_tokens, 0), max_new_tokens, false);
+    post_at(http, base, "/generate", body).await
+}
