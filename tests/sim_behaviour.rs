@@ -234,14 +234,7 @@ mod behaviour {
         let (_, with_bos) = post_at(&http, &base, "/tokenize", json!({"prompt": "the sea"})).await;
         assert_eq!(with_bos["tokens"][0], 256);
         for route in ["/health", "/health_generate"] {
-            assert_eq!(
-                http.get(format!("{base}{route}"))
-                    .send()
-                    .await
-                    .unwrap()
-                    .status(),
-                200
-            );
+            assert_eq!(get_status(&http, &format!("{base}{route}")).await, 200);
         }
     }
 
@@ -257,11 +250,7 @@ mod behaviour {
             "/model_info",
         ] {
             assert_eq!(
-                http.get(format!("{base}{route}"))
-                    .send()
-                    .await
-                    .unwrap()
-                    .status(),
+                get_status(&http, &format!("{base}{route}")).await,
                 404,
                 "{route}"
             );
@@ -277,14 +266,7 @@ mod behaviour {
                 404
             );
         }
-        assert_eq!(
-            http.get(format!("{base}/health"))
-                .send()
-                .await
-                .unwrap()
-                .status(),
-            200
-        );
+        assert_eq!(get_status(&http, &format!("{base}/health")).await, 200);
         let (status, body) = post_at(
             &http,
             &base,

@@ -189,3 +189,8 @@ pub async fn generate_at(
     let body = generate_body(&ids(prompt_tokens, 0), max_new_tokens, false);
     post_at(http, base, "/generate", body).await
 }
+
+/// GET `url`: the status only.
+pub async fn get_status(http: &reqwest::Client, url: &str) -> reqwest::StatusCode {
+    http.get(url).send().await.expect("request sent").status()
+}
