@@ -175,6 +175,8 @@ pub mod flag {
     pub const OUTLIER: &str = "outlier";
     pub const SERVER_RESTARTED: &str = "server_restarted";
     pub const NO_USAGE: &str = "no_usage";
+    /// The server (re)loaded the model during the request (Ollama's `load_duration`).
+    pub const MODEL_RELOAD: &str = "model_reload";
 
     /// Flags that corrupt a timing metric: a sample carrying one is `valid:false`.
     /// (`flush_failed` alone does not: the cached-token check still verifies the sample.)
@@ -188,6 +190,7 @@ pub mod flag {
                 | LENGTH_MISMATCH
                 | TWO_POINT_INVERTED
                 | SERVER_RESTARTED
+                | MODEL_RELOAD
         )
     }
 }

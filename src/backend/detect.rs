@@ -53,6 +53,13 @@ pub struct ServerInfo {
     pub flusher: Flusher,
     pub tokenize: bool,
     pub speculative: Value,
+    /// The longest prompt accepted, where it is below the context limit (TGI `max_input_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u64>,
+    /// Whether the output length can be forced (`ignore_eos`); `Some(false)` for APIs
+    /// without it (Ollama, TGI), where a shorter answer is flagged `early_stop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
     pub version: Option<String>,
     pub rtt_s: Option<f64>,
     /// Whatever the server exposes that changes on restart.
@@ -76,6 +83,8 @@ impl ServerInfo {
             flusher: Flusher::None,
             tokenize: false,
             speculative: Value::Null,
+            max_input_tokens: None,
+            ignore_eos: None,
             version: None,
             rtt_s: None,
             instance_marker: None,
@@ -132,6 +141,15 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
     {
         let mut i = ServerInfo::new(ServerKind::Ollama);
         i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
+        i.prefix_cache = Some(true);
+        i.reports_cached_tokens = Some(false);
+        i.ignore_eos = Some(false);
+        i.model = super::ollama::default_model(http).await;
+        if let Some(m) = &i.model
+            && let Some((n, source)) = super::ollama::model_limit(http, m).await
+        {
+            i.set_context(Some(n), &source);
+        }
         i
     } else if let Some(m) = &models {
         let owner = m
@@ -263,6 +281,9 @@ fn tgi_info(v: &Value) -> ServerInfo {
         .map(str::to_string);
     i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
     i.tokenize = true;
+    i.max_input_tokens = u64_at(v, "/max_input_tokens");
+    i.reports_cached_tokens = Some(false);
+    i.ignore_eos = Some(false);
     i
 }
 

@@ -3,7 +3,7 @@
 
 use super::state::SimState;
 use super::truth::RequestTruth;
-use super::{Persona, SimConfig, info, openai, sglang};
+use super::{Persona, SimConfig, info, ollama, openai, sglang, tgi};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -70,6 +70,8 @@ impl SimServer {
         let persona = match args.persona {
             Persona::Sglang => "sglang",
             Persona::Openai => "openai",
+            Persona::Ollama => "ollama",
+            Persona::Tgi => "tgi",
         };
         let cache = if args.no_cache {
             "off".to_string()
@@ -122,6 +124,8 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/health", get(info::health));
     let routes = match state.config.cost.persona {
         Persona::Openai => openai_routes,
+        Persona::Ollama => openai_routes.merge(ollama::routes(Arc::clone(&state))),
+        Persona::Tgi => openai_routes.merge(tgi::routes(Arc::clone(&state))),
         Persona::Sglang => openai_routes
             .route("/generate", post(sglang::generate))
             .route(

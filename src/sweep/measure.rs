@@ -91,6 +91,7 @@ fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
         server_timings: c.server_timings.clone(),
         ..Sample::default()
     };
+    s.flags.extend(c.flags.iter().map(|f| f.to_string()));
     if c.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens {
         s.flags.push(flag::CACHE_HIT.into());
     }
