@@ -443,7 +443,7 @@ mod tests {
     fn windows_cover_the_request_and_are_reused() {
         let o = backend();
         // Before any count: bytes bound the tokens.
-        assert_eq!(o.window_for(4000, 64), 5120);
+        assert_eq!(o.window_for(4000, 64), 4096);
         let mut c = Completion {
             prompt_tokens: Some(1000),
             ..Completion::default()
