@@ -69,7 +69,8 @@ impl Tgi {
             )));
         }
         if let Some(total) = self.max_total_tokens {
-            let p = prompt.unwrap_or(0);
+            // Any prompt has at least one token (TGI refuses empty inputs).
+            let p = prompt.unwrap_or(1);
             if p + max_new > total {
                 return Err(RequestError::ContextExceeded(format!(
                     "not sent: {p} prompt + {max_new} new tokens exceed the server's /info max_total_tokens of {total}"

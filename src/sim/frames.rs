@@ -116,6 +116,7 @@ struct FrameListener<F> {
     events: u64,
     finished: bool,
     stalled: bool,
+    last: Vec<Value>,
 }
 
 impl<F: Frames> Listener for FrameListener<F> {
@@ -141,12 +142,22 @@ impl<F: Frames> Listener for FrameListener<F> {
             Some(Fault::Malformed) if strikes_here && !self.out.malformed() => return Flow::Cut,
             _ => {}
         }
-        for frame in self.format.event(progress) {
+        let frames = self.format.event(progress);
+        if is_final {
+            // Held until the truth is logged, so a client that has the end can read it.
+            self.last = frames;
+            self.finished = true;
+            return if self.out.tx.is_closed() {
+                Flow::Cut
+            } else {
+                Flow::Delivered
+            };
+        }
+        for frame in frames {
             if !self.out.json(&frame) {
                 return Flow::Cut;
             }
         }
-        self.finished = is_final;
         Flow::Delivered
     }
 }
@@ -168,11 +179,17 @@ pub async fn stream_job<F: Frames, H: Send>(
         events: 0,
         finished: false,
         stalled: false,
+        last: Vec::new(),
     };
     let truth = engine::run(&state, job, &mut listener).await;
+    let after = listener
+        .finished
+        .then(|| listener.format.after(&truth))
+        .unwrap_or_default();
+    state.truth.push(truth);
     if listener.finished {
-        for frame in listener.format.after(&truth) {
-            listener.out.json(&frame);
+        for frame in listener.last.iter().chain(&after) {
+            listener.out.json(frame);
         }
     } else if listener.stalled {
         let until = tokio::time::Instant::now() + STALL_LIMIT;
@@ -182,7 +199,6 @@ pub async fn stream_job<F: Frames, H: Send>(
             }
         }
     }
-    state.truth.push(truth);
     drop(hold);
     drop(slot);
 }
