@@ -75,7 +75,10 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
         .filter_map(|s| {
             let server_s = ms(s, "predicted_ms").or_else(|| ns(s, "eval_duration"))?;
             let t = s.server_timings.as_ref()?;
-            let n = t.get("predicted_n").or_else(|| t.get("eval_count"))?.as_f64()?;
+            let n = t
+                .get("predicted_n")
+                .or_else(|| t.get("eval_count"))?
+                .as_f64()?;
             // The client times tokens after the first; the server's decode covers n tokens.
             let client_s = (s.output_tokens? as f64 - 1.0) / s.decode_tps?;
             Some(client_s - server_s * (n - 1.0) / n)

@@ -79,7 +79,11 @@ async fn an_8k_request_without_num_ctx_is_flagged_truncated() {
         panic!("the request failed")
     };
     assert_eq!(s.prompt_tokens, Some(4096), "cut to the default window");
-    assert!(s.flags.iter().any(|f| f == flag::TRUNCATED), "{:?}", s.flags);
+    assert!(
+        s.flags.iter().any(|f| f == flag::TRUNCATED),
+        "{:?}",
+        s.flags
+    );
     assert!(!s.valid);
     let truth = server.truth();
     assert_eq!(truth.last().unwrap().prompt_tokens, 4096);
@@ -115,13 +119,26 @@ async fn the_default_sweep_sets_num_ctx_warms_up_and_measures_the_full_8k() {
     assert_eq!(measured.len(), 2, "one server request per sample");
     for (s, t) in r.samples.iter().zip(&measured) {
         assert!(s.valid, "{s:?}");
-        assert!(!s.flags.iter().any(|f| f == flag::TRUNCATED || f == flag::MODEL_RELOAD));
+        assert!(
+            !s.flags
+                .iter()
+                .any(|f| f == flag::TRUNCATED || f == flag::MODEL_RELOAD)
+        );
         let p = s.prompt_tokens.unwrap();
-        assert!(rel(p as f64, 8192.0) <= 0.01, "{p} tokens: the whole prompt");
-        assert_eq!(t.prompt_tokens, p, "prompt_eval_count is what the model saw");
+        assert!(
+            rel(p as f64, 8192.0) <= 0.01,
+            "{p} tokens: the whole prompt"
+        );
+        assert_eq!(
+            t.prompt_tokens, p,
+            "prompt_eval_count is what the model saw"
+        );
         let timings = s.server_timings.as_ref().unwrap();
         let load_s = timings["load_duration"].as_f64().unwrap_or(0.0) / 1e9;
-        assert!(load_s < RELOAD_S, "the reload went to the warm-up: {load_s}");
+        assert!(
+            load_s < RELOAD_S,
+            "the reload went to the warm-up: {load_s}"
+        );
         assert!(
             rel(s.prefill_tps.unwrap(), t.prefill_tps()) < PREFILL_TOL,
             "prefill {:?} vs {}",
@@ -172,13 +189,21 @@ async fn a_reload_inside_a_measured_request_is_flagged() {
     let other = json!({"model": "ctxbench-sim", "prompt": "hi", "raw": true, "stream": false,
         "options": {"num_ctx": 512, "num_predict": 1}});
     let (status, _) = http
-        .call(reqwest::Method::POST, "/api/generate", Some(&other), DEADLINE)
+        .call(
+            reqwest::Method::POST,
+            "/api/generate",
+            Some(&other),
+            DEADLINE,
+        )
         .await
         .unwrap();
     assert_eq!(status, 200);
     let second = o.generate(&req).await.unwrap();
     assert_eq!(second.flags, vec![flag::MODEL_RELOAD]);
-    let load = second.server_timings.unwrap()["load_duration"].as_f64().unwrap() / 1e9;
+    let load = second.server_timings.unwrap()["load_duration"]
+        .as_f64()
+        .unwrap()
+        / 1e9;
     assert!(load >= 0.3, "{load}");
 }
 
@@ -204,7 +229,11 @@ async fn answers_shorter_than_asked_are_early_stops() {
     )
     .await;
     let s = &r.samples[0];
-    assert!(s.flags.iter().any(|f| f == flag::EARLY_STOP), "{:?}", s.flags);
+    assert!(
+        s.flags.iter().any(|f| f == flag::EARLY_STOP),
+        "{:?}",
+        s.flags
+    );
     assert!(s.needle.as_ref().unwrap().ok, "{:?}", s.needle);
     assert!(!s.valid);
 }

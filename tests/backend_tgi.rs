@@ -115,7 +115,10 @@ async fn info_limits_are_enforced_before_sending() {
     );
     let err = ctxbench::sweep::execute(args).await.err().unwrap();
     let msg = format!("{err:#}");
-    assert!(msg.contains("/info max_input_tokens") && msg.contains("4000"), "{msg}");
+    assert!(
+        msg.contains("/info max_input_tokens") && msg.contains("4000"),
+        "{msg}"
+    );
     assert!(server.truth().is_empty(), "nothing was generated");
 
     let r = sweep(
@@ -175,7 +178,10 @@ async fn the_backend_refuses_what_info_forbids() {
     let text = "the river runs ".repeat(300);
     let both = req(&text, 64);
     let (a, b) = tokio::join!(tgi.generate(&both), tgi.generate(&both));
-    let failed: Vec<_> = [&a, &b].into_iter().filter_map(|r| r.as_ref().err()).collect();
+    let failed: Vec<_> = [&a, &b]
+        .into_iter()
+        .filter_map(|r| r.as_ref().err())
+        .collect();
     assert_eq!(failed.len(), 1, "{a:?} {b:?}");
     assert!(failed[0].to_string().contains("max_concurrent_requests"));
     assert_eq!(server.truth().len(), 1);
@@ -231,7 +237,11 @@ async fn answers_shorter_than_asked_are_early_stops() {
     )
     .await;
     let s = &r.samples[0];
-    assert!(s.flags.iter().any(|f| f == flag::EARLY_STOP), "{:?}", s.flags);
+    assert!(
+        s.flags.iter().any(|f| f == flag::EARLY_STOP),
+        "{:?}",
+        s.flags
+    );
     assert!(s.needle.as_ref().unwrap().ok);
     assert_eq!(s.prompt_tokens, Some(1024), "exact with a needle too");
 }

@@ -99,7 +99,9 @@ impl Ollama {
         {
             return l;
         }
-        need.div_ceil(WINDOW_STEP).saturating_mul(WINDOW_STEP).min(cap)
+        need.div_ceil(WINDOW_STEP)
+            .saturating_mul(WINDOW_STEP)
+            .min(cap)
     }
 
     fn body(&self, prompt: &str, max_tokens: u64, window: Option<u64>) -> Value {
@@ -229,7 +231,11 @@ pub fn context_length(show: &Value) -> Option<(u64, String)> {
     let key = arch
         .map(|a| format!("{a}.context_length"))
         .filter(|k| info.contains_key(k))
-        .or_else(|| info.keys().find(|k| k.ends_with(".context_length")).cloned())?;
+        .or_else(|| {
+            info.keys()
+                .find(|k| k.ends_with(".context_length"))
+                .cloned()
+        })?;
     let n = info.get(&key)?.as_u64()?;
     Some((n, format!("/api/show model_info.{key}")))
 }
@@ -266,7 +272,10 @@ async fn ndjson_completion(
             let at = sent.elapsed();
             let chunk = chunk.map_err(|e| http.reset_error(&e))?;
             for (offset, v) in parser.push(&chunk)? {
-                if fold.on_value(at, offset, &v).map_err(|e| http.redact_error(e))? {
+                if fold
+                    .on_value(at, offset, &v)
+                    .map_err(|e| http.redact_error(e))?
+                {
                     complete = true;
                     break 'read;
                 }
@@ -407,7 +416,10 @@ mod tests {
         let cut: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
         assert_eq!(fold(&cut), Err(RequestError::Incomplete));
         let err = fold("{\"error\":\"model 'x' not found\"}\n");
-        assert_eq!(err, Err(RequestError::ServerEvent("model 'x' not found".into())));
+        assert_eq!(
+            err,
+            Err(RequestError::ServerEvent("model 'x' not found".into()))
+        );
     }
 
     #[test]
@@ -430,7 +442,11 @@ mod tests {
     #[test]
     fn the_documented_cold_final_object_is_a_reload() {
         let last = include_str!("../../tests/fixtures/ollama/generate_final_cold.json");
-        let mut c = fold(&format!("{{\"response\":\"a\",\"done\":false}}\n{}\n", last.trim())).unwrap();
+        let mut c = fold(&format!(
+            "{{\"response\":\"a\",\"done\":false}}\n{}\n",
+            last.trim()
+        ))
+        .unwrap();
         // Without `done_reason` (older servers) the answer ended on its own.
         assert_eq!(c.finish_reason.as_deref(), Some("stop"));
         assert_eq!(c.completion_tokens, Some(259));
@@ -453,7 +469,11 @@ mod tests {
         let w = o.window_for(32_000, 64);
         assert_eq!(w, 9216);
         o.state().loaded = Some(w);
-        assert_eq!(o.window_for(32_100, 64), w, "a repetition reuses the window");
+        assert_eq!(
+            o.window_for(32_100, 64),
+            w,
+            "a repetition reuses the window"
+        );
         assert_eq!(o.window_for(1_000_000, 64), 131_072, "capped at the model");
     }
 

@@ -293,7 +293,10 @@ mod tests {
 
     #[test]
     fn eos_ends_with_a_special_token_and_stop() {
-        let c = fold(include_str!("../../tests/fixtures/tgi/generate_stream_eos.sse")).unwrap();
+        let c = fold(include_str!(
+            "../../tests/fixtures/tgi/generate_stream_eos.sse"
+        ))
+        .unwrap();
         assert_eq!(c.finish_reason.as_deref(), Some("stop"));
         assert_eq!(c.completion_tokens, Some(3));
         assert_eq!(c.text, " Paris.", "the EOS token's text is not content");
@@ -301,10 +304,15 @@ mod tests {
 
     #[test]
     fn validation_error_events_are_context_errors_and_cut_streams_incomplete() {
-        let r = fold(include_str!("../../tests/fixtures/tgi/validation_error.sse"));
+        let r = fold(include_str!(
+            "../../tests/fixtures/tgi/validation_error.sse"
+        ));
         assert!(matches!(r, Err(RequestError::ContextExceeded(m)) if m.contains("max_new_tokens")));
         let r = fold("data: {\"error\":\"Model is overloaded\",\"error_type\":\"overloaded\"}\n\n");
-        assert_eq!(r, Err(RequestError::ServerEvent("Model is overloaded".into())));
+        assert_eq!(
+            r,
+            Err(RequestError::ServerEvent("Model is overloaded".into()))
+        );
         let first = include_str!("../../tests/fixtures/tgi/generate_stream.sse")
             .split("\n\n")
             .next()

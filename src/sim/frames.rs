@@ -182,10 +182,11 @@ pub async fn stream_job<F: Frames, H: Send>(
         last: Vec::new(),
     };
     let truth = engine::run(&state, job, &mut listener).await;
-    let after = listener
-        .finished
-        .then(|| listener.format.after(&truth))
-        .unwrap_or_default();
+    let after = if listener.finished {
+        listener.format.after(&truth)
+    } else {
+        Vec::new()
+    };
     state.truth.push(truth);
     if listener.finished {
         for frame in listener.last.iter().chain(&after) {

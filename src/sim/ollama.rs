@@ -47,7 +47,10 @@ pub fn routes(sim: Arc<SimState>) -> Router<Arc<SimState>> {
     });
     Router::new()
         .route("/", get(|| async { "Ollama is running" }))
-        .route("/api/version", get(|| async { Json(json!({"version": VERSION})) }))
+        .route(
+            "/api/version",
+            get(|| async { Json(json!({"version": VERSION})) }),
+        )
         .route("/api/tags", get(tags))
         .route("/api/ps", get(ps))
         .route("/api/show", post(show))
@@ -269,22 +272,23 @@ impl OllamaSim {
     /// Hold the model at `window`, reloading it first (once in-flight requests are done)
     /// when it is loaded with another window or not at all.
     async fn lease(&self, window: u64) -> tokio::sync::OwnedRwLockReadGuard<Option<u64>> {
-        loop {
-            let read = Arc::clone(&self.loaded).read_owned().await;
-            if *read == Some(window) {
-                return read;
-            }
-            drop(read);
-            let mut write = Arc::clone(&self.loaded).write_owned().await;
-            if *write != Some(window) {
-                self.sim.sleep(secs(self.sim.config.cost.ollama_load_s)).await;
-                // A reload starts with an empty KV cache.
-                self.sim.cache().flush();
-                *write = Some(window);
-                self.reloads.fetch_add(1, Ordering::SeqCst);
-            }
-            return write.downgrade();
+        let read = Arc::clone(&self.loaded).read_owned().await;
+        if *read == Some(window) {
+            return read;
         }
+        drop(read);
+        let mut write = Arc::clone(&self.loaded).write_owned().await;
+        // Another request may have loaded this window while this one waited.
+        if *write != Some(window) {
+            self.sim
+                .sleep(secs(self.sim.config.cost.ollama_load_s))
+                .await;
+            // A reload starts with an empty KV cache.
+            self.sim.cache().flush();
+            *write = Some(window);
+            self.reloads.fetch_add(1, Ordering::SeqCst);
+        }
+        write.downgrade()
     }
 }
 

@@ -109,7 +109,7 @@ fn validate(t: &TgiSim, body: &GenerateBody) -> Result<(Vec<u32>, u64), String> 
     }
     let mut prompt = text_prompt(&body.inputs);
     if let Some(keep) = body.parameters.truncate {
-        if keep == 0 || keep >= t.max_input() + 1 {
+        if keep == 0 || keep > t.max_input() {
             return Err(format!(
                 "Input validation error: `truncate` must be strictly positive and less than {}. Given: {keep}",
                 t.max_input() + 1
@@ -120,7 +120,11 @@ fn validate(t: &TgiSim, body: &GenerateBody) -> Result<(Vec<u32>, u64), String> 
     }
     let input = prompt.len() as u64;
     let max_new = match body.parameters.max_new_tokens {
-        Some(0) => return Err("Input validation error: `max_new_tokens` must be strictly positive".into()),
+        Some(0) => {
+            return Err(
+                "Input validation error: `max_new_tokens` must be strictly positive".into(),
+            );
+        }
         Some(n) => n,
         None => t.max_total().saturating_sub(input),
     };
@@ -187,7 +191,11 @@ fn start(
     let admitted = admit(
         &t.sim,
         GenRequest {
-            route: if stream { "/generate_stream" } else { "/generate" },
+            route: if stream {
+                "/generate_stream"
+            } else {
+                "/generate"
+            },
             dialect: Dialect::Native,
             prompt,
             max_tokens: max_new,
@@ -342,7 +350,9 @@ async fn tokenize(body: Bytes) -> Response {
     };
     let tokens: Vec<Value> = with_offsets(&req.inputs)
         .into_iter()
-        .map(|(id, text, start, stop)| json!({"id": id, "text": text, "start": start, "stop": stop}))
+        .map(
+            |(id, text, start, stop)| json!({"id": id, "text": text, "start": start, "stop": stop}),
+        )
         .collect();
     Json(Value::Array(tokens)).into_response()
 }
@@ -357,7 +367,12 @@ fn with_offsets(text: &str) -> Vec<(u32, String, usize, usize)> {
             None => {
                 out.push((MARKER, "▁".to_string(), start, start));
                 for (i, b) in word.bytes().enumerate() {
-                    out.push((u32::from(b), format!("<0x{b:02X}>"), start + i, start + i + 1));
+                    out.push((
+                        u32::from(b),
+                        format!("<0x{b:02X}>"),
+                        start + i,
+                        start + i + 1,
+                    ));
                 }
             }
         }

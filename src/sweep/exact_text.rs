@@ -68,11 +68,7 @@ impl ExactText {
         });
         let mut counts = Vec::new();
         for words in [CALIBRATION_WORDS.0, CALIBRATION_WORDS.1] {
-            let t = text(prompt::build_text(
-                words,
-                Some(&mut nonce),
-                needle.as_ref(),
-            ));
+            let t = text(prompt::build_text(words, Some(&mut nonce), needle.as_ref()));
             match backend.tokenize(&t).await? {
                 Some(ids) => counts.push((words, ids.len() as u64)),
                 None => return Ok(None),
@@ -144,14 +140,20 @@ mod tests {
     #[test]
     fn padding_goes_before_the_question() {
         let q = format!("a b{NEEDLE_QUESTION}");
-        assert_eq!(padded(&q, " the", 2), format!("a b the the{NEEDLE_QUESTION}"));
+        assert_eq!(
+            padded(&q, " the", 2),
+            format!("a b the the{NEEDLE_QUESTION}")
+        );
         assert_eq!(padded("a b", " the", 1), "a b the");
     }
 
     #[test]
     fn dropping_words_keeps_the_head_and_the_question() {
         let q = format!("Session 12. a b c{NEEDLE_QUESTION}");
-        assert_eq!(without_last_words(&q, 2), format!("Session 12. a{NEEDLE_QUESTION}"));
+        assert_eq!(
+            without_last_words(&q, 2),
+            format!("Session 12. a{NEEDLE_QUESTION}")
+        );
         assert_eq!(without_last_words("Session 12. a", 9), "Session 12.");
     }
 }

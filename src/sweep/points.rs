@@ -128,8 +128,13 @@ mod tests {
             cap_prompt(vec![1024, 4032], Some(4032), Some(&cap)).unwrap(),
             vec![1024, 4000]
         );
-        let err = cap_prompt(vec![4032], None, Some(&cap)).unwrap_err().to_string();
-        assert!(err.contains("4000 prompt tokens") && err.contains("max_input_tokens"), "{err}");
+        let err = cap_prompt(vec![4032], None, Some(&cap))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("4000 prompt tokens") && err.contains("max_input_tokens"),
+            "{err}"
+        );
         assert_eq!(cap_prompt(vec![9], None, None).unwrap(), vec![9]);
     }
 
