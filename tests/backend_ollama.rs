@@ -32,6 +32,7 @@ async fn ps(url: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_finds_ollama_its_model_and_the_real_limit() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "ollama", "--context-length", "65536"]).await;
     let http = Http::new(&server.url(), None).unwrap();
     let info = detect::probe(&http).await.unwrap();
@@ -236,4 +237,119 @@ async fn answers_shorter_than_asked_are_early_stops() {
     );
     assert!(s.needle.as_ref().unwrap().ok, "{:?}", s.needle);
     assert!(!s.valid);
+}
+
+/// The persona's wire format, as a client without ctxbench sees it: NDJSON objects, the
+/// last `done:true` with nanosecond durations, and a default window that cuts silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_persona_speaks_ndjson_and_truncates_by_default() {
+    let _timing = common::timing_lock().await;
+    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.05"]).await;
+    let http = Http::new(&server.url(), None).unwrap();
+    let long = "the ".repeat(5000);
+    let body = json!({"model": "ctxbench-sim", "prompt": long, "raw": true,
+        "options": {"num_predict": 3}});
+    let (status, text) = http
+        .call(
+            reqwest::Method::POST,
+            "/api/generate",
+            Some(&body),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "three pieces and the final object: {text}");
+    assert!(lines[..3].iter().all(|l| l["done"] == false));
+    let last = &lines[3];
+    assert_eq!(last["done"], true);
+    assert_eq!(last["done_reason"], "length");
+    assert_eq!(last["eval_count"], 3);
+    // 5001 tokens (BOS included) cut to the 4096 default window, no error.
+    assert_eq!(last["prompt_eval_count"], 4096);
+    for k in [
+        "total_duration",
+        "load_duration",
+        "prompt_eval_duration",
+        "eval_duration",
+    ] {
+        assert!(last[k].as_u64().is_some(), "{k}: {last}");
+    }
+    assert!(
+        last["load_duration"].as_u64().unwrap() >= 50_000_000,
+        "the first load"
+    );
+    let loaded = ps(&server.url()).await;
+    assert_eq!(loaded["models"][0]["context_length"], 4096);
+    // `stream: false`: one object, the whole response in it.
+    let whole = json!({"model": "ctxbench-sim", "prompt": "the river", "raw": true,
+        "stream": false, "options": {"num_predict": 3}});
+    let (_, text) = http
+        .call(
+            reqwest::Method::POST,
+            "/api/generate",
+            Some(&whole),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["done"], true);
+    assert_eq!(v["eval_count"], 3);
+    assert_eq!(v["response"].as_str().unwrap().split(' ').count(), 3, "{v}");
+}
+
+/// Mid-stream faults reach the NDJSON persona too, and end the request as errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_in_the_ndjson_stream_are_errors() {
+    let _timing = common::timing_lock().await;
+    for (kind, want) in [
+        ("error_event", "server_error_event"),
+        ("no_final", "incomplete"),
+    ] {
+        let server = sim(&[
+            "--persona",
+            "ollama",
+            "--ollama-load-s",
+            "0",
+            "--fault-rate",
+            "1",
+            "--fault-kinds",
+            kind,
+        ])
+        .await;
+        let http = Http::new(&server.url(), None).unwrap();
+        let o = Ollama::new(
+            http,
+            "ctxbench-sim".into(),
+            Some(131_072),
+            NumCtx::ServerDefault,
+        );
+        let err = o
+            .generate(&GenRequest {
+                prompt: Prompt::Text("the river".into()),
+                max_tokens: 4,
+                ignore_eos: true,
+                cache_prompt: false,
+                deadline: DEADLINE,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), want, "{kind}: {err}");
+    }
+}
+
+/// `--api` must match what the server is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mismatched_api_is_refused() {
+    let _timing = common::timing_lock().await;
+    let server = sim(&["--persona", "ollama"]).await;
+    let args = common::sweep_args(&server.url(), &["--api", "tgi", "--lengths", "1k"]);
+    let err = ctxbench::sweep::execute(args).await.err().unwrap();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("--api tgi") && msg.contains("ollama"), "{msg}");
 }

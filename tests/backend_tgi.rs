@@ -21,6 +21,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_reads_info() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[
         "--persona",
         "tgi",
@@ -143,6 +144,7 @@ async fn info_limits_are_enforced_before_sending() {
 /// tokenized that is too long, and a request beyond `max_concurrent_requests`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backend_refuses_what_info_forbids() {
+    let _timing = common::timing_lock().await;
     let server = sim(&[
         "--persona",
         "tgi",
@@ -191,6 +193,7 @@ async fn the_backend_refuses_what_info_forbids() {
 /// (no tokenize call) and the server refuses is a context error, not a malformed stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_validation_errors_are_context_errors() {
+    let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "tgi", "--context-length", "2048"]).await;
     let http = Http::new(&server.url(), None).unwrap();
     let mut info = detect::probe(&http).await.unwrap();
@@ -244,4 +247,76 @@ async fn answers_shorter_than_asked_are_early_stops() {
     );
     assert!(s.needle.as_ref().unwrap().ok);
     assert_eq!(s.prompt_tokens, Some(1024), "exact with a needle too");
+}
+
+/// The persona's wire format: one token per SSE event, `details` on the last, no `[DONE]`;
+/// a request over the limit is a 200 whose only event is the validation error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_persona_streams_like_tgi() {
+    let _timing = common::timing_lock().await;
+    let server = sim(&[
+        "--persona",
+        "tgi",
+        "--context-length",
+        "1024",
+        "--spec",
+        "3",
+    ])
+    .await;
+    let http = Http::new(&server.url(), None).unwrap();
+    let body = serde_json::json!({"inputs": "the river", "parameters": {"max_new_tokens": 5, "details": true}});
+    let (status, text) = http
+        .call(
+            reqwest::Method::POST,
+            "/generate_stream",
+            Some(&body),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(!text.contains("[DONE]"), "{text}");
+    let events: Vec<serde_json::Value> = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(
+        events.len(),
+        5,
+        "one event per token despite --spec 3: {text}"
+    );
+    let last = &events[4];
+    assert_eq!(last["details"]["generated_tokens"], 5);
+    assert_eq!(last["details"]["input_length"], 3);
+    assert_eq!(last["details"]["finish_reason"], "length");
+    assert!(last["generated_text"].is_string());
+    assert!(events[..4].iter().all(|e| e["generated_text"].is_null()));
+
+    let (status, whole) = http
+        .call(reqwest::Method::POST, "/generate", Some(&body), DEADLINE)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let whole: serde_json::Value = serde_json::from_str(&whole).unwrap();
+    assert_eq!(whole["details"]["generated_tokens"], 5, "{whole}");
+    assert_eq!(
+        whole["generated_text"].as_str().unwrap().split(' ').count(),
+        5
+    );
+
+    let over =
+        serde_json::json!({"inputs": "the ".repeat(1100), "parameters": {"max_new_tokens": 5}});
+    let (status, text) = http
+        .call(
+            reqwest::Method::POST,
+            "/generate_stream",
+            Some(&over),
+            DEADLINE,
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(text.contains("\"error_type\":\"validation\""), "{text}");
+    assert!(server.truth().iter().all(|t| t.prompt_tokens <= 1024));
 }

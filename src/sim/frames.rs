@@ -204,25 +204,33 @@ pub async fn stream_job<F: Frames, H: Send>(
     drop(slot);
 }
 
-/// Run `job` to the end without streaming; the persona's `after` frames describe the result.
+/// What a request ended with, for a non-streamed answer: the final text, the frames of its
+/// last event and those after it.
+pub struct Ended {
+    pub text: String,
+    pub last: Vec<Value>,
+    pub after: Vec<Value>,
+}
+
+/// Run `job` to the end without streaming; `None` when the server shut down first.
 pub async fn run_collected<F: Frames>(
     state: &SimState,
     slot: Slot,
     job: Job,
     mut format: F,
-) -> Option<(String, Vec<Value>)> {
+) -> Option<Ended> {
     struct Whole<'a, F> {
         format: &'a mut F,
         text: String,
-        finished: bool,
+        last: Option<Vec<Value>>,
     }
     impl<F: Frames> Listener for Whole<'_, F> {
         fn on_event(&mut self, p: &Progress<'_>) -> Flow {
             // The formatter keeps its own counters (token index …) in step.
-            let _ = self.format.event(p);
+            let frames = self.format.event(p);
             if p.finish.is_some() {
                 self.text = p.text.to_string();
-                self.finished = true;
+                self.last = Some(frames);
             }
             Flow::Delivered
         }
@@ -230,14 +238,14 @@ pub async fn run_collected<F: Frames>(
     let mut whole = Whole {
         format: &mut format,
         text: String::new(),
-        finished: false,
+        last: None,
     };
     let truth = engine::run(state, job, &mut whole).await;
-    let (text, finished) = (whole.text, whole.finished);
+    let (text, last) = (whole.text, whole.last);
     let after = format.after(&truth);
     state.truth.push(truth);
     drop(slot);
-    finished.then_some((text, after))
+    last.map(|last| Ended { text, last, after })
 }
 
 /// `{"error": message}`, Ollama's error body (TGI adds `error_type`).

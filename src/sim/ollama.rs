@@ -256,9 +256,9 @@ async fn generate(State(o): State<Arc<OllamaSim>>, body: Bytes) -> Response {
     let result = run_collected(&o.sim, admitted.slot, admitted.job, format).await;
     drop(lease);
     match result {
-        Some((text, mut after)) => {
-            let mut last = after.pop().unwrap_or(Value::Null);
-            last["response"] = json!(text);
+        Some(mut ended) => {
+            let mut last = ended.after.pop().unwrap_or(Value::Null);
+            last["response"] = json!(ended.text);
             Json(last).into_response()
         }
         None => err(

@@ -248,10 +248,10 @@ async fn generate(State(t): State<Arc<TgiSim>>, body: Bytes) -> Response {
     let result = run_collected(&t.sim, admitted.slot, admitted.job, tokens).await;
     drop(permit);
     match result {
-        Some((text, after)) => {
-            let mut v = json!({ "generated_text": text });
-            if details && let Some(d) = after.first() {
-                v["details"] = d.clone();
+        Some(ended) => {
+            let mut v = json!({ "generated_text": ended.text });
+            if details && let Some(d) = ended.last.last().map(|e| e["details"].clone()) {
+                v["details"] = d;
             }
             Json(v).into_response()
         }
@@ -321,14 +321,9 @@ impl Frames for Tokens {
         events
     }
 
-    /// TGI sends nothing after the last token; for `/generate` this is the `details`.
-    fn after(&mut self, t: &RequestTruth) -> Vec<Value> {
-        let (reason, generated) = if t.finish == Finish::Stop.name() {
-            ("eos_token", t.output_tokens + 1)
-        } else {
-            ("length", t.output_tokens)
-        };
-        vec![self.details(reason, generated)]
+    /// TGI sends nothing after the last token.
+    fn after(&mut self, _: &RequestTruth) -> Vec<Value> {
+        Vec::new()
     }
 
     fn error(&self, message: &str) -> Value {
