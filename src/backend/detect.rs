@@ -240,6 +240,7 @@ fn sglang_info(si: &Value) -> ServerInfo {
         i.speculative = Value::Object(spec);
     }
     i.set_flusher(Flusher::SglangFlushCache);
+    i.ignore_eos = Some(true);
     i.instance_marker = si
         .get("sim_instance_id")
         .and_then(Value::as_str)
@@ -268,6 +269,7 @@ fn llamacpp_info(props: &Value) -> ServerInfo {
     i.tokenize = true;
     let slots = i.slots.unwrap_or(1).min(u64::from(u32::MAX)) as u32;
     i.set_flusher(Flusher::LlamacppEraseSlots { slots });
+    i.ignore_eos = Some(true);
     i
 }
 
