@@ -87,6 +87,13 @@ impl SimServer {
         } else {
             "no faults".to_string()
         };
+        let persona = match args.persona {
+            Persona::Ollama => format!(
+                "{persona} (default num_ctx {}, reload {} s)",
+                args.ollama_num_ctx, args.ollama_load_s
+            ),
+            _ => persona.to_string(),
+        };
         format!(
             "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}",
             self.state.config.model_name,
