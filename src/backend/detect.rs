@@ -336,3 +336,23 @@ async fn rtt(http: &Http) -> Option<f64> {
     }
     crate::stats::median(&times)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tgi_info_fixture() {
+        let v: Value = serde_json::from_str(include_str!("../../tests/fixtures/tgi/info.json"))
+            .expect("fixture parses");
+        let i = tgi_info(&v);
+        assert_eq!(i.kind, ServerKind::Tgi);
+        assert_eq!(i.context_length, Some(4096));
+        assert_eq!(i.context_source.as_deref(), Some("/info max_total_tokens"));
+        assert_eq!(i.max_input_tokens, Some(4095));
+        assert_eq!(i.max_running_requests, Some(128));
+        assert_eq!(i.model.as_deref(), Some("meta-llama/Llama-2-7b-chat-hf"));
+        assert_eq!(i.version.as_deref(), Some("3.3.6"));
+        assert_eq!(i.ignore_eos, Some(false));
+    }
+}
