@@ -220,6 +220,8 @@ flags! {
     Outlier = "outlier", OUTLIER, invalidates: false;
     ServerRestarted = "server_restarted", SERVER_RESTARTED, invalidates: true;
     NoUsage = "no_usage", NO_USAGE, invalidates: false;
+    // The server (re)loaded the model during the request (Ollama's `load_duration`).
+    ModelReload = "model_reload", MODEL_RELOAD, invalidates: true;
 }
 
 impl std::fmt::Display for Flag {

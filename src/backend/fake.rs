@@ -140,6 +140,7 @@ fn complete(r: Reply, call: &Call) -> Result<Completion, RequestError> {
         server_timings: None,
         text: r.text,
         counts_from_server: true,
+        flags: Vec::new(),
     })
 }
 

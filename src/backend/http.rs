@@ -167,27 +167,7 @@ impl Http {
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
         let work = async {
-            let mut retried = false;
-            let (sent, resp) = loop {
-                let sent = Instant::now();
-                match self
-                    .request(reqwest::Method::POST, path)
-                    .json(body)
-                    .send()
-                    .await
-                {
-                    Ok(resp) => break (sent, resp),
-                    // A pooled keep-alive connection the server closed just as it was reused:
-                    // the request never reached it, so sending it once more is safe.
-                    Err(e) if !retried && is_stale_connection(&e) => retried = true,
-                    Err(e) => return Err(self.connect_error(e)),
-                }
-            };
-            let status = resp.status();
-            if !status.is_success() {
-                let bytes = resp.bytes().await.unwrap_or_default();
-                return Err(self.status_error(status.as_u16(), &bytes));
-            }
+            let (sent, resp) = self.post_streaming(path, body).await?;
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
             while let Some(chunk) = stream.next().await {
@@ -216,6 +196,41 @@ impl Http {
         tokio::time::timeout(deadline, work)
             .await
             .map_err(|_| RequestError::Timeout(deadline.as_secs_f64()))?
+    }
+
+    /// POST JSON for a streamed answer: when it was sent, and the successful response.
+    pub(crate) async fn post_streaming(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<(Instant, reqwest::Response), RequestError> {
+        let mut retried = false;
+        let (sent, resp) = loop {
+            let sent = Instant::now();
+            match self
+                .request(reqwest::Method::POST, path)
+                .json(body)
+                .send()
+                .await
+            {
+                Ok(resp) => break (sent, resp),
+                // A pooled keep-alive connection the server closed just as it was reused:
+                // the request never reached it, so sending it once more is safe.
+                Err(e) if !retried && is_stale_connection(&e) => retried = true,
+                Err(e) => return Err(self.connect_error(e)),
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            return Err(self.status_error(status.as_u16(), &bytes));
+        }
+        Ok((sent, resp))
+    }
+
+    /// A body read that broke off, as a `RequestError` without the URL.
+    pub(crate) fn reset_error(&self, e: &reqwest::Error) -> RequestError {
+        RequestError::Reset(self.redact(&without_url(e)))
     }
 
     /// Turn an error status and body into a `RequestError` with the server's own message.

@@ -92,6 +92,9 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
         server_timings: c.server_timings.clone(),
         ..Sample::default()
     };
+    for &f in &c.flags {
+        s.push_flag(f);
+    }
     if c.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens {
         s.push_flag(flag::CACHE_HIT);
     }

@@ -1,5 +1,6 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
+pub mod exact_text;
 pub mod measure;
 pub mod points;
 pub mod prompts;
@@ -172,12 +173,28 @@ async fn run_connected(
             .unwrap_or_else(|| "server".into()),
     });
     let lengths = points::resolve(&plan.lengths, args.output_tokens, limit.as_ref())?;
+    let prompt_limit = info.max_input_tokens.map(|t| points::Limit {
+        tokens: t,
+        source: "/info max_input_tokens".into(),
+    });
+    let max_resolved = limit.as_ref().and_then(|l| {
+        let wants_max = plan.lengths.contains(&crate::lengths::LengthSpec::Max);
+        wants_max.then(|| l.tokens.saturating_sub(args.output_tokens))
+    });
+    let lengths = points::cap_prompt(lengths, max_resolved, prompt_limit.as_ref())?;
     let reps = if args.needle {
         args.reps.max(plan.depths.len() as u32)
     } else {
         args.reps
     };
     eprintln!("{}", describe_target(&info, &conn.model, &lengths, reps));
+    if info.ignore_eos == Some(false) {
+        eprintln!(
+            "note: the {} API cannot force the output length (no ignore_eos): it is asked \
+             with max tokens only, and a sample whose answer ends sooner is flagged early_stop",
+            info.kind.name()
+        );
+    }
     if info.reports_cached_tokens != Some(true) {
         eprintln!(
             "note: the server does not say it reports cached tokens: cache hits can only be \
