@@ -280,7 +280,8 @@ mod tests {
         let Record::Sample(s) = &r else {
             panic!("{r:?}")
         };
-        assert_eq!(s.flags, Flag::ALL);
+        // The first flags of the table are those of the first release; newer ones follow.
+        assert_eq!(s.flags, Flag::ALL[..11]);
         assert_eq!(r.to_line(), format!("{OLD_SAMPLE_LINE}\n"));
     }
 
