@@ -85,6 +85,8 @@ impl Http {
                 message: r(message),
             },
             RequestError::ServerEvent(m) => RequestError::ServerEvent(r(m)),
+            RequestError::NotStreamed(m) => RequestError::NotStreamed(r(m)),
+            RequestError::Prompt(m) => RequestError::Prompt(r(m)),
             e @ (RequestError::Timeout(_) | RequestError::Incomplete) => e,
         }
     }
@@ -188,6 +190,9 @@ impl Http {
                 let bytes = resp.bytes().await.unwrap_or_default();
                 return Err(self.status_error(status.as_u16(), &bytes));
             }
+            if let Some(kind) = whole_body_kind(resp.headers()) {
+                return Err(RequestError::NotStreamed(kind));
+            }
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
             while let Some(chunk) = stream.next().await {
@@ -277,6 +282,18 @@ pub fn mentions_context_limit(message: &str) -> bool {
     .any(|k| m.contains(k))
 }
 
+/// A response to a streamed request that is one whole document (`application/json`), not
+/// a stream: its content type, for the message.
+fn whole_body_kind(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let ct = headers
+        .get(reqwest::header::CONTENT_TYPE)?
+        .to_str()
+        .ok()?
+        .to_ascii_lowercase();
+    let essence = ct.split(';').next().unwrap_or("").trim().to_string();
+    (essence == "application/json").then(|| "JSON".to_string())
+}
+
 fn is_stale_connection(e: &reqwest::Error) -> bool {
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
@@ -293,7 +310,11 @@ fn without_url(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
-        parts.push(s.to_string());
+        // Layers often repeat their cause in their own text: keep each cause once.
+        let text = s.to_string();
+        if !parts.iter().any(|p: &String| p.contains(&text)) {
+            parts.push(text);
+        }
         source = s.source();
     }
     let kind = if e.is_timeout() {

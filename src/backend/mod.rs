@@ -79,6 +79,16 @@ pub enum RequestError {
     Malformed { offset: u64, message: String },
     #[error("server error event: {0}")]
     ServerEvent(String),
+    /// The server answered a streamed request with one whole body.
+    #[error(
+        "the server ignored `stream: true` and answered one {0} body: it cannot be measured \
+         event by event (TTFT needs a stream); check the server's streaming support or a proxy \
+         that buffers responses"
+    )]
+    NotStreamed(String),
+    /// The prompt could not be built (tokenizer call failed, …): nothing was sent.
+    #[error("building the prompt: {0}")]
+    Prompt(String),
 }
 
 impl RequestError {
@@ -94,6 +104,8 @@ impl RequestError {
             RequestError::Incomplete => "incomplete",
             RequestError::Malformed { .. } => "malformed",
             RequestError::ServerEvent(_) => "server_error_event",
+            RequestError::NotStreamed(_) => "not_streamed",
+            RequestError::Prompt(_) => "prompt",
         }
     }
 }
@@ -162,7 +174,8 @@ pub(crate) fn event_json(item: &sse::SseItem) -> Result<EventJson, RequestError>
         offset: ev.offset,
         message: format!("not JSON: {e}"),
     })?;
-    if let Some(err) = v.get("error") {
+    // `"error": null` is a field some servers always send: only a value is an error.
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(RequestError::ServerEvent(event_error_message(err)));
     }
     Ok(EventJson::Data(v))
@@ -220,7 +233,7 @@ pub async fn connect(
     let http = http::Http::new(url, api_key)?;
     let info = detect::probe(&http).await.map_err(|e| {
         anyhow::anyhow!(
-            "cannot probe {}: {} (is the server running? check --url)",
+            "cannot probe {}: {}",
             http::strip_credentials(url),
             http.redact(&format!("{e:#}"))
         )

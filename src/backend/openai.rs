@@ -70,10 +70,9 @@ impl Backend for OpenAi {
                 "/v1/chat/completions"
             }
             (Endpoint::Chat, Prompt::Ids(_)) => {
-                return Err(RequestError::Http {
-                    status: 0,
-                    message: "the chat route takes text prompts only".into(),
-                });
+                return Err(RequestError::Prompt(
+                    "the chat route takes text prompts only".into(),
+                ));
             }
         };
         super::stream_completion(&self.http, path, &body, req.deadline, Deltas::default()).await

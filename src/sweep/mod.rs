@@ -316,11 +316,11 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
                     s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
                     s.valid = false;
                 }
-                if !session.reports_cached_tokens {
-                    let smaller = median_ttft(&samples, |p| p < n, &s.method);
-                    let same = median_ttft(&samples, |p| p == n, &s.method);
-                    session::infer_cache_hit(&mut s, smaller, same);
-                }
+                // Per sample, not per server: a sample that came back without a cached-token
+                // count is checked by timing even when the server says it reports counts.
+                let smaller = median_ttft(&samples, |p| p < n, &s.method);
+                let same = median_ttft(&samples, |p| p == n, &s.method);
+                session::infer_cache_hit(&mut s, smaller, same);
                 if s.valid
                     && let Some(t) = s.ttft_s
                 {
