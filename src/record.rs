@@ -36,6 +36,18 @@ pub struct Target {
     /// What `probe` found, as JSON.
     #[serde(default)]
     pub server_info: Value,
+    /// What the sweep measured about the target before sampling (absent in older files).
+    #[serde(default, flatten)]
+    pub checks: TargetChecks,
+}
+
+/// Measured properties of the target that decide how samples are checked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TargetChecks {
+    /// Tokens the API itself puts ahead of every prompt (template, BOS), measured from the
+    /// cached-token counts of probes with different nonces; tolerated in the cache check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_prefix_tokens: Option<u64>,
 }
 
 /// Everything that shapes the measurements; `--resume` refuses a file whose config differs

@@ -1,5 +1,6 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
+pub mod allowance;
 pub mod measure;
 pub mod points;
 pub mod prompts;
@@ -169,6 +170,30 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
     let prompts = prompts::PromptSource::prepare(backend, args.needle, ceiling).await?;
+    let page = info.page_size.unwrap_or(16).max(1);
+    let mut session = Session {
+        backend,
+        prompts,
+        nonce: NonceSource::from_entropy(),
+        cache_bust: args.cache_bust,
+        output_tokens: args.output_tokens,
+        cache_allowance_tokens: page,
+        reports_cached_tokens: info.reports_cached_tokens == Some(true),
+    };
+    let api_prefix = match allowance::measure_api_prefix(
+        &mut session,
+        plan.timeout.deadline(allowance::PROBE_TOKENS, 1),
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("warning: measuring the prefix the API adds failed: {e}");
+            None
+        }
+    };
+    session.cache_allowance_tokens = page + api_prefix.unwrap_or(0);
+    eprintln!("{}", allowance_line(api_prefix, page));
     let run = RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -178,6 +203,9 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             api: backend.api().to_string(),
             model: Some(conn.model.clone()),
             server_info: serde_json::to_value(&info)?,
+            checks: crate::record::TargetChecks {
+                api_prefix_tokens: api_prefix,
+            },
         },
         config: RunConfig {
             lengths: lengths.clone(),
@@ -193,7 +221,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             },
             timeout: args.timeout.clone(),
             seed: args.seed,
-            prompt_mode: prompts.mode().name().to_string(),
+            prompt_mode: session.prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
             simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
         },
@@ -241,15 +269,6 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         }
     }
 
-    let mut session = Session {
-        backend,
-        prompts,
-        nonce: NonceSource::from_entropy(),
-        cache_bust: args.cache_bust,
-        output_tokens: args.output_tokens,
-        cache_allowance_tokens: info.page_size.unwrap_or(16).max(1),
-        reports_cached_tokens: info.reports_cached_tokens == Some(true),
-    };
     for s in samples.iter().filter(|s| s.valid) {
         if let Some(t) = s.ttft_s {
             plan.timeout.observe(s.context_tokens, t, s.decode_tps);
@@ -419,6 +438,20 @@ fn describe_target(info: &ServerInfo, model: &str, lengths: &[u64], reps: u32) -
             .unwrap_or_else(|| "n/a".into()),
         ls.join(",")
     )
+}
+
+fn allowance_line(api_prefix: Option<u64>, page: u64) -> String {
+    match api_prefix {
+        Some(p) => format!(
+            "cache check: the API adds {p} shared tokens ahead of every prompt (template, BOS; \
+             measured with probes whose nonces differ); cached counts up to {p} + one page \
+             ({page}) are tolerated"
+        ),
+        None => format!(
+            "cache check: the server gave no cached-token count to measure the API's own prefix \
+             with; cached counts up to one page ({page}) are tolerated"
+        ),
+    }
 }
 
 fn point_line(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> String {

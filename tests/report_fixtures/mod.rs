@@ -50,6 +50,7 @@ pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
             api: "sglang".into(),
             model: Some(model.into()),
             server_info: serde_json::json!({"context_length": 131072}),
+            checks: Default::default(),
         },
         config: RunConfig {
             lengths: lengths.to_vec(),
