@@ -162,7 +162,8 @@ pub const NONCE_TOKENS: usize = 16;
 /// itself adds (template, BOS), which the sweep measures.
 pub struct NonceSource {
     rng: ChaCha8Rng,
-    used_leads: std::collections::HashSet<(usize, usize)>,
+    /// Lead pairs drawn so far, as (pool size, first, second) indices.
+    used_leads: std::collections::HashSet<(usize, usize, usize)>,
 }
 
 /// Characters of a text nonce: letters and digits, which no template or tokenizer treats
@@ -190,13 +191,13 @@ impl NonceSource {
     fn draw(&mut self, n: usize, len: usize) -> Vec<usize> {
         // Past half the pairs, start over: a repeat then needs the rest of the nonce to
         // match too, and rejection sampling stays quick.
-        if self.used_leads.len() >= n * n / 2 {
+        if self.used_leads.iter().filter(|l| l.0 == n).count() >= n * n / 2 {
             self.used_leads.clear();
         }
         loop {
-            let lead = (self.rng.random_range(0..n), self.rng.random_range(0..n));
+            let lead = (n, self.rng.random_range(0..n), self.rng.random_range(0..n));
             if n < 2 || self.used_leads.insert(lead) {
-                let mut out = vec![lead.0, lead.1];
+                let mut out = vec![lead.1, lead.2];
                 out.extend((2..len).map(|_| self.rng.random_range(0..n)));
                 out.truncate(len);
                 return out;
