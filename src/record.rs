@@ -90,6 +90,10 @@ pub struct Sample {
     pub itl_p50_s: Option<f64>,
     pub itl_p99_s: Option<f64>,
     pub tokens_per_event_mean: Option<f64>,
+    /// Where per-event token counts came from: `server` (its own counts per event) or
+    /// `derived` (the total spread evenly over the arrivals; no per-event figure is kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_counts: Option<String>,
     pub valid: bool,
     pub flags: Vec<String>,
     pub needle: Option<NeedleResult>,

@@ -64,6 +64,10 @@ pub struct SimCostArgs {
     /// without `--enable-cache-report`); `meta_info.cached_tokens` stays.
     #[arg(long = "no-cache-report")]
     pub no_cache_report: bool,
+    /// Ignore `stream_options.continuous_usage_stats`: no per-event usage (like servers that
+    /// only send the final usage chunk).
+    #[arg(long = "no-continuous-usage")]
+    pub no_continuous_usage: bool,
     /// Speculative decoding: each decode step emits 1..=K tokens in one event.
     #[arg(long, default_value_t = 1)]
     pub spec: u32,
