@@ -178,6 +178,12 @@ pub struct SweepArgs {
     /// Skip the warm-up request.
     #[arg(long)]
     pub no_warmup: bool,
+    /// Open a new connection for every request instead of reusing keep-alive connections:
+    /// measures a server whose small writes wait for the client's delayed ACK (Nagle on,
+    /// no TCP_NODELAY) without that ~40 ms; the connect time is recorded, not counted in
+    /// TTFT. Example: ctxbench sweep --url http://127.0.0.1:8000 --fresh-connection
+    #[arg(long)]
+    pub fresh_connection: bool,
     /// Write an HTML report at the end (and after each point).
     #[arg(long)]
     pub html: Option<PathBuf>,

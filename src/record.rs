@@ -48,6 +48,25 @@ pub struct TargetChecks {
     /// cached-token counts of probes with different nonces; tolerated in the cache check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_prefix_tokens: Option<u64>,
+    /// Whether the connection adds delay of its own (Nagle on the server), and the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportCheck>,
+}
+
+/// Transport check: tiny requests over fresh and reused connections, HTTP vs TCP round trip.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TransportCheck {
+    pub tcp_connect_s: Option<f64>,
+    pub http_rtt_s: Option<f64>,
+    /// Median TTFT of tiny requests over fresh connections (connect time excluded).
+    pub fresh_ttft_s: Option<f64>,
+    /// The same over reused keep-alive connections.
+    pub reused_ttft_s: Option<f64>,
+    /// Reused connections are delayed by the transport, not the server.
+    pub delayed: bool,
+    /// What the delay is and how it is cured, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cure: Option<String>,
 }
 
 /// Everything that shapes the measurements; `--resume` refuses a file whose config differs
@@ -94,6 +113,12 @@ pub struct Sample {
     /// `derived` (the total spread evenly over the arrivals; no per-event figure is kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_counts: Option<String>,
+    /// Whether the (last) request opened a new connection rather than reusing one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_connection: Option<bool>,
+    /// That new connection's connect time, seconds (not part of TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_s: Option<f64>,
     pub valid: bool,
     pub flags: Vec<String>,
     pub needle: Option<NeedleResult>,
@@ -191,6 +216,9 @@ pub mod flag {
     pub const OUTLIER: &str = "outlier";
     pub const SERVER_RESTARTED: &str = "server_restarted";
     pub const NO_USAGE: &str = "no_usage";
+    /// Measured over a reused connection to a server whose small writes wait for the
+    /// client's delayed ACK (Nagle on): TTFT holds ~40 ms that is not the server's.
+    pub const TRANSPORT_DELAY: &str = "transport_delay";
 
     /// Flags that corrupt a timing metric: a sample carrying one is `valid:false`.
     /// (`flush_failed` alone does not: the cached-token check still verifies the sample.)
@@ -204,6 +232,7 @@ pub mod flag {
                 | LENGTH_MISMATCH
                 | TWO_POINT_INVERTED
                 | SERVER_RESTARTED
+                | TRANSPORT_DELAY
         )
     }
 }

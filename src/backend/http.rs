@@ -3,7 +3,9 @@
 //! the moment they arrive.
 
 use super::RequestError;
+use super::conn::{ConnLog, ConnUse, TrackLayer};
 use super::sse::{SseItem, SseParser};
+use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::Value;
 use std::time::Duration;
@@ -20,6 +22,8 @@ pub struct Http {
     api_key: Option<String>,
     /// The URL's password, when it has one long enough to redact safely.
     url_password: Option<String>,
+    /// Connections the client made, for per-request new/reused and connect time.
+    conns: Arc<ConnLog>,
 }
 
 /// Longest error body kept, in bytes.
@@ -27,13 +31,28 @@ const ERROR_BODY_MAX: usize = 2048;
 
 impl Http {
     pub fn new(base_url: &str, api_key: Option<String>) -> anyhow::Result<Self> {
+        Self::with_pool(base_url, api_key, true)
+    }
+
+    /// `keep_alive: false` opens a fresh connection for every request (`--fresh-connection`):
+    /// slower by one connect, but immune to transport delays on reused connections.
+    pub fn with_pool(
+        base_url: &str,
+        api_key: Option<String>,
+        keep_alive: bool,
+    ) -> anyhow::Result<Self> {
         install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let conns = Arc::new(ConnLog::default());
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Below the usual 5 s server keep-alive, so idle connections are dropped by us first.
             .pool_idle_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
-            .build()?;
+            .connector_layer(TrackLayer(Arc::clone(&conns)));
+        if !keep_alive {
+            builder = builder.pool_max_idle_per_host(0);
+        }
+        let client = builder.build()?;
         let base = base_url.trim_end_matches('/').to_string();
         let url_password = reqwest::Url::parse(&base)
             .ok()
@@ -45,6 +64,7 @@ impl Http {
             raw_base: base,
             api_key: api_key.filter(|k| !k.is_empty()),
             url_password,
+            conns,
         })
     }
 
@@ -168,17 +188,30 @@ impl Http {
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
+        // Serialised before the clock starts: a long id list takes a while, and that is
+        // the client's time, not the server's.
+        let payload = bytes::Bytes::from(
+            serde_json::to_vec(body).map_err(|e| RequestError::Prompt(e.to_string()))?,
+        );
         let work = async {
             let mut retried = false;
-            let (sent, resp) = loop {
+            let (sent, conn, resp) = loop {
+                let mark = self.conns.mark();
                 let sent = Instant::now();
                 match self
                     .request(reqwest::Method::POST, path)
-                    .json(body)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(payload.clone())
                     .send()
                     .await
                 {
-                    Ok(resp) => break (sent, resp),
+                    Ok(resp) => {
+                        // TTFT's clock starts when the request is handed to a ready
+                        // connection: a new one's connect time is recorded, not counted.
+                        let conn = self.conns.since(mark);
+                        let handed = conn.ready_at.map_or(sent, |r| r.max(sent));
+                        break (handed, conn, resp);
+                    }
                     // A pooled keep-alive connection the server closed just as it was reused:
                     // the request never reached it, so sending it once more is safe.
                     Err(e) if !retried && is_stale_connection(&e) => retried = true,
@@ -209,6 +242,7 @@ impl Http {
                         return Ok(SseEnd {
                             complete: true,
                             elapsed: sent.elapsed(),
+                            conn,
                         });
                     }
                 }
@@ -216,6 +250,7 @@ impl Http {
             Ok(SseEnd {
                 complete: false,
                 elapsed: sent.elapsed(),
+                conn,
             })
         };
         tokio::time::timeout(deadline, work)
@@ -240,6 +275,8 @@ pub struct SseEnd {
     /// The final event was seen.
     pub complete: bool,
     pub elapsed: Duration,
+    /// The connection the request went out on.
+    pub conn: ConnUse,
 }
 
 /// The message inside a server's error body: `{"error":{"message"}}`, `{"message"}`,

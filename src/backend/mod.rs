@@ -1,5 +1,6 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
+pub mod conn;
 pub mod detect;
 pub mod flush;
 pub mod http;
@@ -59,6 +60,10 @@ pub struct Completion {
     pub text: String,
     /// False when per-event token counts had to be estimated (no server counts).
     pub counts_from_server: bool,
+    /// Whether the request opened a new connection (else reused a pooled one).
+    pub new_connection: Option<bool>,
+    /// Connect time of that new connection, seconds.
+    pub connect_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -150,7 +155,10 @@ pub(crate) async fn stream_completion<F: StreamFold>(
     let end = http
         .post_sse(path, body, deadline, |at, item| fold.on_item(at, item))
         .await?;
-    fold.finish(end.complete, end.elapsed)
+    let mut c = fold.finish(end.complete, end.elapsed)?;
+    c.new_connection = Some(end.conn.new);
+    c.connect_s = end.conn.connect.map(|d| d.as_secs_f64());
+    Ok(c)
 }
 
 /// What one SSE item of a generation stream holds, once the common cases are handled.
@@ -203,6 +211,9 @@ pub fn event_error_message(err: &Value) -> String {
 /// A backend ready to measure, and what probing found.
 pub struct Connected {
     pub backend: Box<dyn Backend>,
+    /// The same backend on a client that opens a fresh connection per request
+    /// (`--fresh-connection`, and the transport check's reference).
+    pub fresh: Box<dyn Backend>,
     pub info: detect::ServerInfo,
     pub http: http::Http,
     pub model: String,
@@ -230,6 +241,7 @@ pub async fn connect(
             parsed.scheme()
         );
     }
+    let http_key = api_key.clone();
     let http = http::Http::new(url, api_key)?;
     let info = detect::probe(&http).await.map_err(|e| {
         anyhow::anyhow!(
@@ -264,31 +276,37 @@ pub async fn connect(
     let model = model
         .or_else(|| info.model.clone())
         .unwrap_or_else(|| "default".to_string());
-    let backend: Box<dyn Backend> = match chosen {
-        A::Sglang => Box::new(sglang::Sglang {
-            http: http.clone(),
-            flusher: info.flusher.clone(),
-        }),
-        A::Llamacpp => Box::new(llamacpp::LlamaCpp {
-            http: http.clone(),
-            flusher: info.flusher.clone(),
-        }),
-        _ => Box::new(openai::OpenAi {
-            http: http.clone(),
-            flusher: info.flusher.clone(),
-            model: model.clone(),
-            endpoint,
-            api: if chosen == A::Vllm { "vllm" } else { "openai" },
-            tokenize_route: match info.kind {
-                K::Llamacpp => openai::TokenizeRoute::LlamacppStyle,
-                K::Sglang | K::Vllm if info.tokenize => openai::TokenizeRoute::VllmStyle,
-                K::Openai if info.tokenize => openai::TokenizeRoute::VllmStyle,
-                _ => openai::TokenizeRoute::None,
-            },
-        }),
+    let fresh_http = http::Http::with_pool(url, http_key, false)?;
+    let make = |http: &http::Http| -> Box<dyn Backend> {
+        match chosen {
+            A::Sglang => Box::new(sglang::Sglang {
+                http: http.clone(),
+                flusher: info.flusher.clone(),
+            }),
+            A::Llamacpp => Box::new(llamacpp::LlamaCpp {
+                http: http.clone(),
+                flusher: info.flusher.clone(),
+            }),
+            _ => Box::new(openai::OpenAi {
+                http: http.clone(),
+                flusher: info.flusher.clone(),
+                model: model.clone(),
+                endpoint,
+                api: if chosen == A::Vllm { "vllm" } else { "openai" },
+                tokenize_route: match info.kind {
+                    K::Llamacpp => openai::TokenizeRoute::LlamacppStyle,
+                    K::Sglang | K::Vllm if info.tokenize => openai::TokenizeRoute::VllmStyle,
+                    K::Openai if info.tokenize => openai::TokenizeRoute::VllmStyle,
+                    _ => openai::TokenizeRoute::None,
+                },
+            }),
+        }
     };
+    let backend = make(&http);
+    let fresh = make(&fresh_http);
     Ok(Connected {
         backend,
+        fresh,
         info,
         http,
         model,

@@ -64,6 +64,10 @@ pub struct SimCostArgs {
     /// without `--enable-cache-report`); `meta_info.cached_tokens` stays.
     #[arg(long = "no-cache-report")]
     pub no_cache_report: bool,
+    /// Leave Nagle's algorithm on for accepted connections (do not set TCP_NODELAY), like a
+    /// server whose operator never set it: small writes wait for the client's delayed ACK.
+    #[arg(long)]
+    pub nagle: bool,
     /// Ignore `stream_options.continuous_usage_stats`: no per-event usage (like servers that
     /// only send the final usage chunk).
     #[arg(long = "no-continuous-usage")]

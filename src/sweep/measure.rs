@@ -93,6 +93,8 @@ fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
         method: method.to_string(),
         rep: e.rep,
         server_timings: c.server_timings.clone(),
+        new_connection: c.new_connection,
+        connect_s: c.connect_s,
         ..Sample::default()
     };
     if c.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens {

@@ -6,6 +6,7 @@ pub mod points;
 pub mod prompts;
 pub mod session;
 pub mod timeout;
+pub mod transport;
 pub mod writer;
 
 use crate::backend::{self, detect::ServerInfo, http::strip_credentials};
@@ -165,7 +166,11 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
              inferred from timing (a TTFT far below the trend is flagged cache_hit_inferred)"
         );
     }
-    let backend = conn.backend.as_ref();
+    let backend = if args.fresh_connection {
+        conn.fresh.as_ref()
+    } else {
+        conn.backend.as_ref()
+    };
     let ceiling = limit
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
@@ -194,6 +199,17 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
     };
     session.cache_allowance_tokens = page + api_prefix.unwrap_or(0);
     eprintln!("{}", allowance_line(api_prefix, page));
+    let transport = transport::check(
+        &mut session,
+        conn.fresh.as_ref(),
+        conn.backend.as_ref(),
+        &url,
+        info.rtt_s,
+        plan.timeout.deadline(allowance::PROBE_TOKENS, 1),
+    )
+    .await;
+    eprintln!("{}", transport::describe(&transport));
+    let transport_delayed = transport.delayed;
     let run = RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -205,6 +221,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             server_info: serde_json::to_value(&info)?,
             checks: crate::record::TargetChecks {
                 api_prefix_tokens: api_prefix,
+                transport: Some(transport),
             },
         },
         config: RunConfig {
@@ -335,6 +352,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
                     s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
                     s.valid = false;
                 }
+                if transport_delayed && s.new_connection == Some(false) {
+                    s.flags.push(crate::record::flag::TRANSPORT_DELAY.into());
+                    s.valid = false;
+                }
                 // Per sample, not per server: a sample that came back without a cached-token
                 // count is checked by timing even when the server says it reports counts.
                 let smaller = median_ttft(&samples, |p| p < n, &s.method);
@@ -378,7 +399,12 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
     }
     bar.finish_and_clear();
     listener.abort();
-    let summary = crate::summary::summarize_with_fit(&samples, &errors);
+    let mut summary = crate::summary::summarize_with_fit(&samples, &errors);
+    if transport_delayed {
+        summary
+            .notes
+            .push(format!("transport delay found: {}", transport::CURE));
+    }
     writer.append(&Record::Summary(summary.clone()))?;
     writer.sync()?;
     for note in &summary.notes {
