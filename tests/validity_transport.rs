@@ -5,7 +5,7 @@
 
 mod common;
 use assert_cmd::Command;
-use common::{rel, sim, sweep};
+use common::{sim, sweep};
 use ctxbench::record::flag;
 
 const FLAGS: &[&str] = &[
@@ -18,9 +18,10 @@ const FLAGS: &[&str] = &[
     "--no-warmup",
 ];
 
-/// Relative tolerance on prefill tok/s at 1k (as in sweep_sim.rs): TTFT also holds one
-/// loopback round trip and JSON handling, ~1-2 ms against a ~20 ms simulated prefill.
-const PREFILL_TOL: f64 = 0.10;
+/// Client TTFT minus the simulator's prefill over a fresh connection: one loopback round
+/// trip, JSON handling and scheduling on a loaded 2-core machine (0.6-4 ms seen), kept well
+/// under the ~40 ms a delayed ACK would add.
+const FRESH_EXCESS_MAX_S: f64 = 0.010;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nagle_is_named_with_its_cure_and_flags_reused_samples() {
@@ -54,9 +55,9 @@ async fn fresh_connections_measure_the_server_without_the_delay() {
         assert!(s.valid, "{s:?}");
         assert_eq!(s.new_connection, Some(true), "{s:?}");
         assert!(s.connect_s.is_some_and(|c| c > 0.0), "{s:?}");
-        eprintln!("ttft {:.2} ms truth prefill {:.2} ms connect {:?}", s.ttft_s.unwrap() * 1e3, t.prefill_s * 1e3, s.connect_s);
-        let p = s.prefill_tps.unwrap();
-        assert!(rel(p, t.prefill_tps()) < PREFILL_TOL, "prefill {p:.0} vs {:.0}", t.prefill_tps());
+        let excess = s.ttft_s.unwrap() - t.prefill_s;
+        eprintln!("TTFT - prefill over a fresh connection: {:.2} ms", excess * 1e3);
+        assert!(excess < FRESH_EXCESS_MAX_S, "{excess} s: {s:?}");
     }
 }
 
