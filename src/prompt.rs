@@ -51,6 +51,9 @@ pub enum PromptMode {
     TokenIds,
     /// Text, sized by a linear calibration against the server's own prompt count.
     CalibratedText,
+    /// Token ids of the filler's words tokenized one at a time, because the server's
+    /// tokenizer failed on the whole text: still exact length, ordinary ids.
+    TokenIdsByWord,
 }
 
 impl PromptMode {
@@ -58,6 +61,7 @@ impl PromptMode {
         match self {
             PromptMode::TokenIds => "token_ids",
             PromptMode::CalibratedText => "calibrated_text",
+            PromptMode::TokenIdsByWord => "token_ids_by_word",
         }
     }
 }

@@ -64,6 +64,10 @@ pub struct SimCostArgs {
     /// without `--enable-cache-report`); `meta_info.cached_tokens` stays.
     #[arg(long = "no-cache-report")]
     pub no_cache_report: bool,
+    /// `/tokenize` answers HTTP 500 (`unordered_map::at`) for text holding any word outside
+    /// the vocabulary, like a llama-server whose vocabulary has no piece for some characters.
+    #[arg(long = "tokenize-strict")]
+    pub tokenize_strict: bool,
     /// Leave Nagle's algorithm on for accepted connections (do not set TCP_NODELAY), like a
     /// server whose operator never set it: small writes wait for the client's delayed ACK.
     #[arg(long)]
