@@ -4,6 +4,7 @@ pub mod conn;
 pub mod detect;
 pub mod flush;
 pub mod http;
+pub mod instance;
 pub mod llamacpp;
 pub mod ndjson;
 pub mod openai;
@@ -134,6 +135,10 @@ pub trait Backend: Send + Sync {
     async fn flush(&self) -> Result<Flush, RequestError>;
     /// The server's tokenizer, when it exposes one.
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError>;
+    /// What tells this run of the server from the next, where it exposes something.
+    async fn instance_marker(&self) -> Option<instance::InstanceMarker> {
+        None
+    }
 }
 
 /// Folds one API's stream items into a `Completion`.

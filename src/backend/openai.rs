@@ -89,6 +89,10 @@ impl Backend for OpenAi {
             TokenizeRoute::LlamacppStyle => super::tokenize::llamacpp_style(&self.http, text).await,
         }
     }
+
+    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
+        super::instance::openai(&self.http, self.tokenize_route == TokenizeRoute::LlamacppStyle).await
+    }
 }
 
 /// Folds delta chunks into events with token counts.

@@ -59,6 +59,10 @@ impl Backend for Sglang {
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
         super::tokenize::vllm_style(&self.http, text).await
     }
+
+    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
+        super::instance::sglang(&self.http).await
+    }
 }
 
 /// Folds SGLang's cumulative events into per-event token counts.

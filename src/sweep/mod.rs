@@ -298,7 +298,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         }
     }
 
-    let mut marker = info.instance_marker.clone();
+    let mut marker = backend.instance_marker().await;
     let stop = Arc::new(AtomicBool::new(false));
     let listener = spawn_interrupt_listener(stop.clone());
     let bar = progress_bar(jobs.len() as u64);
@@ -330,8 +330,8 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         // are flagged, and the sweep carries on against the new instance.
         let restarted = match &marker {
             Some(before) => {
-                let now = backend::detect::instance_marker(&conn.http).await;
-                let changed = now.as_ref().is_some_and(|m| m != before);
+                let now = backend.instance_marker().await;
+                let changed = now.as_ref().is_some_and(|m| m.restarted_since(before));
                 if changed {
                     bar.suspend(|| {
                         eprintln!(
@@ -340,6 +340,9 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
                             rep + 1
                         )
                     });
+                }
+                // A counter grows between readings: compare the next with the latest.
+                if now.is_some() {
                     marker = now;
                 }
                 changed
