@@ -209,7 +209,11 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
     )
     .await;
     eprintln!("{}", transport::describe(&transport));
-    let transport_delayed = transport.delayed;
+    if transport.delayed && args.fresh_connection {
+        eprintln!("  (this sweep opens a fresh connection per request: its samples are not delayed)");
+    }
+    // With a fresh connection per request no sample travels on a delayed connection.
+    let transport_delayed = transport.delayed && !args.fresh_connection;
     let run = RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -407,6 +411,14 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         summary
             .notes
             .push(format!("transport delay found: {}", transport::CURE));
+    } else if args.fresh_connection
+        && run.target.checks.transport.as_ref().is_some_and(|t| t.delayed)
+    {
+        summary.notes.push(
+            "transport delay found on reused connections (the server does not set \
+             TCP_NODELAY): measured with a fresh connection per request, so no sample holds it"
+                .into(),
+        );
     }
     writer.append(&Record::Summary(summary.clone()))?;
     writer.sync()?;
