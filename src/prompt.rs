@@ -345,7 +345,11 @@ mod tests {
             let Prompt::Text(t) = build_text(10, Some(&mut n), None) else {
                 panic!()
             };
-            assert!(leads.insert(t[..2].to_string()), "lead {} repeated", &t[..2]);
+            assert!(
+                leads.insert(t[..2].to_string()),
+                "lead {} repeated",
+                &t[..2]
+            );
         }
         let v = vocab();
         let mut leads = std::collections::HashSet::new();
@@ -353,7 +357,11 @@ mod tests {
             let Prompt::Ids(ids) = build_ids(&v, 100, Some(&mut n), None) else {
                 panic!()
             };
-            assert!(leads.insert((ids[0], ids[1])), "lead {:?} repeated", &ids[..2]);
+            assert!(
+                leads.insert((ids[0], ids[1])),
+                "lead {:?} repeated",
+                &ids[..2]
+            );
         }
     }
 

@@ -105,7 +105,15 @@ async fn a_sample_without_a_count_is_checked_by_timing_whatever_the_server_claim
     let fake = Fake::start(app).await;
     let r = sweep(
         &fake.url(),
-        &["--lengths", "1k", "--reps", "3", "--output-tokens", "4", "--no-warmup"],
+        &[
+            "--lengths",
+            "1k",
+            "--reps",
+            "3",
+            "--output-tokens",
+            "4",
+            "--no-warmup",
+        ],
     )
     .await;
     assert_eq!(r.samples.len(), 3, "{:?}", r.errors);
@@ -118,7 +126,10 @@ async fn a_sample_without_a_count_is_checked_by_timing_whatever_the_server_claim
     );
 }
 
-async fn generate(State(seen): State<Arc<AtomicU64>>, axum::Json(b): axum::Json<Value>) -> axum::response::Response {
+async fn generate(
+    State(seen): State<Arc<AtomicU64>>,
+    axum::Json(b): axum::Json<Value>,
+) -> axum::response::Response {
     let n = b["input_ids"].as_array().map_or(0, Vec::len) as u64;
     let max = b["sampling_params"]["max_new_tokens"].as_u64().unwrap_or(1);
     let ttft = if n == 1024 && seen.fetch_add(1, Ordering::SeqCst) == 2 {
@@ -128,10 +139,18 @@ async fn generate(State(seen): State<Arc<AtomicU64>>, axum::Json(b): axum::Json<
     };
     let mut events = Vec::new();
     for k in 1..=max {
-        let finish = if k == max { json!({"type": "length"}) } else { Value::Null };
+        let finish = if k == max {
+            json!({"type": "length"})
+        } else {
+            Value::Null
+        };
         let data = json!({"text": "w ".repeat(k as usize), "meta_info":
             {"prompt_tokens": n, "completion_tokens": k, "finish_reason": finish}});
-        let wait = if k == 1 { ttft } else { Duration::from_millis(5) };
+        let wait = if k == 1 {
+            ttft
+        } else {
+            Duration::from_millis(5)
+        };
         events.push((wait, data.to_string()));
     }
     events.push((Duration::ZERO, "[DONE]".into()));

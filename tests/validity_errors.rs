@@ -86,8 +86,10 @@ async fn a_server_that_ignores_stream_true_is_named() {
     let app = Router::new().route(
         "/v1/completions",
         post(|| async {
-            axum::Json(json!({"choices":[{"index":0,"text":"ab","finish_reason":"length"}],
-                              "usage":{"prompt_tokens":3,"completion_tokens":2}}))
+            axum::Json(
+                json!({"choices":[{"index":0,"text":"ab","finish_reason":"length"}],
+                              "usage":{"prompt_tokens":3,"completion_tokens":2}}),
+            )
         }),
     );
     let fake = Fake::start(app).await;

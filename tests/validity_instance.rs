@@ -19,8 +19,15 @@ struct Server {
     samples: AtomicU64,
 }
 
-async fn completions(State(s): State<Arc<Server>>, axum::Json(b): axum::Json<Value>) -> axum::response::Response {
-    let words = b["prompt"].as_str().unwrap_or("").split_whitespace().count() as u64;
+async fn completions(
+    State(s): State<Arc<Server>>,
+    axum::Json(b): axum::Json<Value>,
+) -> axum::response::Response {
+    let words = b["prompt"]
+        .as_str()
+        .unwrap_or("")
+        .split_whitespace()
+        .count() as u64;
     let max = b["max_tokens"].as_u64().unwrap_or(1);
     // The second measured request (8 tokens) meets a restart.
     if max == 8 && s.samples.fetch_add(1, Ordering::SeqCst) == 1 {
@@ -28,7 +35,11 @@ async fn completions(State(s): State<Arc<Server>>, axum::Json(b): axum::Json<Val
     }
     let mut events = Vec::new();
     for k in 1..=max {
-        let finish = if k == max { json!("length") } else { Value::Null };
+        let finish = if k == max {
+            json!("length")
+        } else {
+            Value::Null
+        };
         let data = json!({"choices":[{"index":0,"text":" w","finish_reason":finish}],
                           "usage":{"prompt_tokens":words,"completion_tokens":k}});
         let wait = Duration::from_millis(if k == 1 { 20 } else { 2 });
@@ -61,7 +72,9 @@ async fn a_restart_seen_in_prometheus_metrics_is_flagged() {
         .route("/v1/completions", post(completions))
         .with_state(state.clone());
     let fake = Fake::start(app).await;
-    let r = ctxbench::sweep::execute(common_args(&fake.url())).await.unwrap();
+    let r = ctxbench::sweep::execute(common_args(&fake.url()))
+        .await
+        .unwrap();
     assert_eq!(r.samples.len(), 3, "{:?}", r.errors);
     let flagged: Vec<bool> = r
         .samples
@@ -75,7 +88,16 @@ async fn a_restart_seen_in_prometheus_metrics_is_flagged() {
 fn common_args(url: &str) -> ctxbench::cli::SweepArgs {
     use clap::Parser;
     let ctxbench::cli::Command::Sweep(a) = ctxbench::cli::Cli::try_parse_from([
-        "ctxbench", "sweep", "--url", url, "--lengths", "1k", "--reps", "3", "--output-tokens", "8",
+        "ctxbench",
+        "sweep",
+        "--url",
+        url,
+        "--lengths",
+        "1k",
+        "--reps",
+        "3",
+        "--output-tokens",
+        "8",
         "--no-warmup",
     ])
     .unwrap()

@@ -47,7 +47,10 @@ async fn derived_counts_give_the_true_itl_and_say_so() {
             t.decode_steps.iter().map(|d| d.cost_s).sum::<f64>() / t.decode_steps.len() as f64;
         let tokens_per_step: f64 = t.decode_steps.iter().map(|d| d.tokens).sum::<u64>() as f64
             / t.decode_steps.len() as f64;
-        assert!(tokens_per_step > 1.3, "speculation emitted several tokens per step");
+        assert!(
+            tokens_per_step > 1.3,
+            "speculation emitted several tokens per step"
+        );
         let truth_itl = step_s / tokens_per_step;
         let itl = s.itl_p50_s.unwrap();
         eprintln!(

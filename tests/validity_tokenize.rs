@@ -12,7 +12,15 @@ async fn a_failing_tokenizer_falls_back_to_ordinary_ids() {
     let server = sim(&["--tokenize-strict"]).await;
     let r = sweep(
         &server.url(),
-        &["--lengths", "1k,2k", "--reps", "2", "--output-tokens", "8", "--no-warmup"],
+        &[
+            "--lengths",
+            "1k,2k",
+            "--reps",
+            "2",
+            "--output-tokens",
+            "8",
+            "--no-warmup",
+        ],
     )
     .await;
     assert_eq!(r.run.config.prompt_mode, "token_ids_by_word");
@@ -34,6 +42,9 @@ async fn needles_are_refused_with_the_reason() {
         Ok(_) => panic!("a needle sweep cannot run without a working tokenizer"),
         Err(e) => format!("{e:#}"),
     };
-    assert!(e.contains("--needle") && e.contains("unordered_map::at"), "{e}");
+    assert!(
+        e.contains("--needle") && e.contains("unordered_map::at"),
+        "{e}"
+    );
     assert!(e.contains("without --needle"), "{e}");
 }

@@ -28,18 +28,34 @@ async fn nagle_is_named_with_its_cure_and_flags_reused_samples() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--nagle"]).await;
     let r = sweep(&server.url(), FLAGS).await;
-    let t = r.run.target.checks.transport.clone().expect("transport checked");
+    let t = r
+        .run
+        .target
+        .checks
+        .transport
+        .clone()
+        .expect("transport checked");
     assert!(t.delayed, "{t:?}");
     let (reused, fresh) = (t.reused_ttft_s.unwrap(), t.fresh_ttft_s.unwrap());
     assert!(reused - fresh >= 0.02, "{t:?}");
     let cure = t.cure.unwrap();
-    assert!(cure.contains("TCP_NODELAY") && cure.contains("--fresh-connection"), "{cure}");
+    assert!(
+        cure.contains("TCP_NODELAY") && cure.contains("--fresh-connection"),
+        "{cure}"
+    );
     assert_eq!(r.samples.len(), 3);
     for s in &r.samples {
         assert_eq!(s.new_connection, Some(false), "{s:?}");
-        assert!(s.flags.iter().any(|f| f == flag::TRANSPORT_DELAY) && !s.valid, "{s:?}");
+        assert!(
+            s.flags.iter().any(|f| f == flag::TRANSPORT_DELAY) && !s.valid,
+            "{s:?}"
+        );
     }
-    assert!(r.summary.notes.iter().any(|n| n.contains("TCP_NODELAY")), "{:?}", r.summary.notes);
+    assert!(
+        r.summary.notes.iter().any(|n| n.contains("TCP_NODELAY")),
+        "{:?}",
+        r.summary.notes
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -49,14 +65,21 @@ async fn fresh_connections_measure_the_server_without_the_delay() {
     let mut flags = FLAGS.to_vec();
     flags.push("--fresh-connection");
     let r = sweep(&server.url(), &flags).await;
-    let truth: Vec<_> = server.truth().into_iter().filter(|t| t.output_tokens == 8).collect();
+    let truth: Vec<_> = server
+        .truth()
+        .into_iter()
+        .filter(|t| t.output_tokens == 8)
+        .collect();
     assert_eq!(truth.len(), 3);
     for (s, t) in r.samples.iter().zip(&truth) {
         assert!(s.valid, "{s:?}");
         assert_eq!(s.new_connection, Some(true), "{s:?}");
         assert!(s.connect_s.is_some_and(|c| c > 0.0), "{s:?}");
         let excess = s.ttft_s.unwrap() - t.prefill_s;
-        eprintln!("TTFT - prefill over a fresh connection: {:.2} ms", excess * 1e3);
+        eprintln!(
+            "TTFT - prefill over a fresh connection: {:.2} ms",
+            excess * 1e3
+        );
         assert!(excess < FRESH_EXCESS_MAX_S, "{excess} s: {s:?}");
     }
 }
@@ -83,7 +106,17 @@ async fn the_sweep_header_names_the_delay_and_its_cure() {
     let out = tokio::task::spawn_blocking(|| {
         Command::cargo_bin("ctxbench")
             .unwrap()
-            .args(["sweep", "--nagle", "--lengths", "1k", "--reps", "1", "--output-tokens", "4", "--no-warmup"])
+            .args([
+                "sweep",
+                "--nagle",
+                "--lengths",
+                "1k",
+                "--reps",
+                "1",
+                "--output-tokens",
+                "4",
+                "--no-warmup",
+            ])
             .output()
             .unwrap()
     })
@@ -91,5 +124,8 @@ async fn the_sweep_header_names_the_delay_and_its_cure() {
     .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("warning: transport delay"), "{err}");
-    assert!(err.contains("TCP_NODELAY") && err.contains("--fresh-connection"), "{err}");
+    assert!(
+        err.contains("TCP_NODELAY") && err.contains("--fresh-connection"),
+        "{err}"
+    );
 }

@@ -1,8 +1,8 @@
 //! Identifying a server from its endpoints, with GETs only (no side effects), and reading
 //! its limits and capabilities.
 
-use super::flush::Flusher;
 use super::RequestError;
+use super::flush::Flusher;
 use super::http::Http;
 use serde::Serialize;
 use serde_json::Value;

@@ -5,9 +5,9 @@
 use super::RequestError;
 use super::conn::{ConnLog, ConnUse, TrackLayer};
 use super::sse::{SseItem, SseParser};
-use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 

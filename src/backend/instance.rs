@@ -80,19 +80,17 @@ async fn prometheus_start(http: &Http) -> Option<InstanceMarker> {
 
 /// The value of an unlabelled (or first labelled) sample of `name` in Prometheus text.
 pub fn prometheus_value(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let rest = l.strip_prefix(name)?;
-            let rest = match rest.strip_prefix('{') {
-                Some(labels) => &labels[labels.find('}')? + 1..],
-                None => rest,
-            };
-            if !rest.starts_with([' ', '\t']) {
-                return None;
-            }
-            rest.split_whitespace().next()?.parse::<f64>().ok()
-        })
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let rest = match rest.strip_prefix('{') {
+            Some(labels) => &labels[labels.find('}')? + 1..],
+            None => rest,
+        };
+        if !rest.starts_with([' ', '\t']) {
+            return None;
+        }
+        rest.split_whitespace().next()?.parse::<f64>().ok()
+    })
 }
 
 async fn get_json(http: &Http, path: &str) -> Option<Value> {
@@ -100,7 +98,10 @@ async fn get_json(http: &Http, path: &str) -> Option<Value> {
 }
 
 async fn get_text(http: &Http, path: &str) -> Option<String> {
-    match http.call(reqwest::Method::GET, path, None, MARKER_TIMEOUT).await {
+    match http
+        .call(reqwest::Method::GET, path, None, MARKER_TIMEOUT)
+        .await
+    {
         Ok((200, text)) => Some(text),
         _ => None,
     }
@@ -117,8 +118,14 @@ mod tests {
                     process_start_time_seconds 1.7e9\n\
                     process_start_time_seconds_extra 5\n\
                     llamacpp:n_decode_total{slot=\"0\"} 42\n";
-        assert_eq!(prometheus_value(text, "process_start_time_seconds"), Some(1.7e9));
-        assert_eq!(prometheus_value(text, "llamacpp:n_decode_total"), Some(42.0));
+        assert_eq!(
+            prometheus_value(text, "process_start_time_seconds"),
+            Some(1.7e9)
+        );
+        assert_eq!(
+            prometheus_value(text, "llamacpp:n_decode_total"),
+            Some(42.0)
+        );
         assert_eq!(prometheus_value(text, "missing"), None);
     }
 
@@ -129,7 +136,10 @@ mod tests {
         assert!(!Id("a".into()).restarted_since(&Id("a".into())));
         assert!(StartTime(2.0).restarted_since(&StartTime(1.0)));
         assert!(!Counter(10).restarted_since(&Counter(3)), "a counter grows");
-        assert!(Counter(2).restarted_since(&Counter(30)), "a fall is a new process");
+        assert!(
+            Counter(2).restarted_since(&Counter(30)),
+            "a fall is a new process"
+        );
         assert!(!Counter(2).restarted_since(&StartTime(1.0)));
     }
 }

@@ -91,7 +91,11 @@ impl Backend for OpenAi {
     }
 
     async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
-        super::instance::openai(&self.http, self.tokenize_route == TokenizeRoute::LlamacppStyle).await
+        super::instance::openai(
+            &self.http,
+            self.tokenize_route == TokenizeRoute::LlamacppStyle,
+        )
+        .await
     }
 }
 

@@ -187,7 +187,11 @@ mod tests {
         let mut text = String::new();
         for i in 0..2000u64 {
             text.push_str(" word");
-            let fin = if i == 1999 { r#"{"type":"length"}"# } else { "null" };
+            let fin = if i == 1999 {
+                r#"{"type":"length"}"#
+            } else {
+                "null"
+            };
             let e = format!(
                 r#"{{"text":"{text}","meta_info":{{"prompt_tokens":5,"completion_tokens":{},"finish_reason":{fin}}}}}"#,
                 i + 1

@@ -93,7 +93,11 @@ impl SimServer {
             if args.truncate { " (truncating)" } else { "" },
             args.spec,
             args.max_running,
-            if args.nagle { ", Nagle on (no TCP_NODELAY)" } else { "" },
+            if args.nagle {
+                ", Nagle on (no TCP_NODELAY)"
+            } else {
+                ""
+            },
         )
     }
 

@@ -43,7 +43,14 @@ pub fn stream_sample(c: &Completion, e: &Expectation) -> Sample {
     s.itl_p50_s = quantile(&itls, 0.5);
     s.itl_p99_s = quantile(&itls, 0.99);
     if !c.events.is_empty() {
-        s.event_counts = Some(if c.counts_from_server { "server" } else { "derived" }.into());
+        s.event_counts = Some(
+            if c.counts_from_server {
+                "server"
+            } else {
+                "derived"
+            }
+            .into(),
+        );
     }
     // A per-event figure only from the server's own per-event counts, never a guess.
     let event_tokens: u64 = c.events.iter().map(|e| e.tokens).sum();
@@ -246,9 +253,25 @@ mod tests {
     fn events_of_one_read_are_one_arrival() {
         // A proxy or Nagle batches three 1-token events per read, 30 ms apart: ITL is
         // 10 ms, not 0 (two gaps of 0 per read would pull p50 to 0).
-        let c = completion(&[(100, 1), (130, 1), (130, 1), (130, 1), (160, 1), (160, 1), (160, 1)], 1000, 0);
+        let c = completion(
+            &[
+                (100, 1),
+                (130, 1),
+                (130, 1),
+                (130, 1),
+                (160, 1),
+                (160, 1),
+                (160, 1),
+            ],
+            1000,
+            0,
+        );
         let s = stream_sample(&c, &expect(1000, 7));
-        assert!((s.itl_p50_s.unwrap() - 0.01).abs() < 1e-12, "{:?}", s.itl_p50_s);
+        assert!(
+            (s.itl_p50_s.unwrap() - 0.01).abs() < 1e-12,
+            "{:?}",
+            s.itl_p50_s
+        );
         assert_eq!(s.event_counts.as_deref(), Some("server"));
     }
 
@@ -260,7 +283,11 @@ mod tests {
         c.completion_tokens = Some(9);
         c.counts_from_server = false;
         let s = stream_sample(&c, &expect(1000, 9));
-        assert!((s.itl_p50_s.unwrap() - 0.02).abs() < 1e-12, "{:?}", s.itl_p50_s);
+        assert!(
+            (s.itl_p50_s.unwrap() - 0.02).abs() < 1e-12,
+            "{:?}",
+            s.itl_p50_s
+        );
         assert_eq!(s.event_counts.as_deref(), Some("derived"));
         assert_eq!(s.tokens_per_event_mean, None);
         assert!((s.decode_tps.unwrap() - 8.0 / 0.16).abs() < 1e-9);

@@ -210,7 +210,9 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
     .await;
     eprintln!("{}", transport::describe(&transport));
     if transport.delayed && args.fresh_connection {
-        eprintln!("  (this sweep opens a fresh connection per request: its samples are not delayed)");
+        eprintln!(
+            "  (this sweep opens a fresh connection per request: its samples are not delayed)"
+        );
     }
     // With a fresh connection per request no sample travels on a delayed connection.
     let transport_delayed = transport.delayed && !args.fresh_connection;
@@ -412,7 +414,12 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             .notes
             .push(format!("transport delay found: {}", transport::CURE));
     } else if args.fresh_connection
-        && run.target.checks.transport.as_ref().is_some_and(|t| t.delayed)
+        && run
+            .target
+            .checks
+            .transport
+            .as_ref()
+            .is_some_and(|t| t.delayed)
     {
         summary.notes.push(
             "transport delay found on reused connections (the server does not set \

@@ -101,9 +101,11 @@ async fn tcp_connect_s(url: &str) -> Option<f64> {
     let mut times = Vec::new();
     for _ in 0..ROUNDS {
         let t = Instant::now();
-        if let Ok(Ok(_)) =
-            tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect((host.as_str(), port)))
-                .await
+        if let Ok(Ok(_)) = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await
         {
             times.push(t.elapsed().as_secs_f64());
         }

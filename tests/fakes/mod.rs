@@ -76,6 +76,11 @@ pub fn sglang_server_info(context: u64, page: u64, cache_report: bool) -> serde_
 /// `/tokenize` answer: one id per word, from a small fixed table (ordinary ids 1000+).
 pub fn tokenize_words(text: &str) -> Vec<u32> {
     text.split_whitespace()
-        .map(|w| 1000 + w.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % 5000)
+        .map(|w| {
+            1000 + w
+                .bytes()
+                .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
+                % 5000
+        })
         .collect()
 }
