@@ -2,6 +2,7 @@
 //! not the simulator: an OpenAI-compatible fake whose Prometheus `/metrics` gives
 //! `process_start_time_seconds`, restarting during the second sample.
 
+mod common;
 mod fakes;
 use axum::Router;
 use axum::extract::State;
@@ -72,9 +73,19 @@ async fn a_restart_seen_in_prometheus_metrics_is_flagged() {
         .route("/v1/completions", post(completions))
         .with_state(state.clone());
     let fake = Fake::start(app).await;
-    let r = ctxbench::sweep::execute(common_args(&fake.url()))
-        .await
-        .unwrap();
+    let r = common::sweep(
+        &fake.url(),
+        &[
+            "--lengths",
+            "1k",
+            "--reps",
+            "3",
+            "--output-tokens",
+            "8",
+            "--no-warmup",
+        ],
+    )
+    .await;
     assert_eq!(r.samples.len(), 3, "{:?}", r.errors);
     let flagged: Vec<bool> = r
         .samples
@@ -83,27 +94,4 @@ async fn a_restart_seen_in_prometheus_metrics_is_flagged() {
         .collect();
     assert_eq!(flagged, vec![false, true, false], "{:?}", r.samples);
     assert!(!r.samples[1].valid);
-}
-
-fn common_args(url: &str) -> ctxbench::cli::SweepArgs {
-    use clap::Parser;
-    let ctxbench::cli::Command::Sweep(a) = ctxbench::cli::Cli::try_parse_from([
-        "ctxbench",
-        "sweep",
-        "--url",
-        url,
-        "--lengths",
-        "1k",
-        "--reps",
-        "3",
-        "--output-tokens",
-        "8",
-        "--no-warmup",
-    ])
-    .unwrap()
-    .command
-    else {
-        unreachable!()
-    };
-    *a
 }
