@@ -127,7 +127,12 @@ async fn all_faulted(fault: &str, api: &str) -> (SweepResult, Duration) {
     .unwrap_or_else(|_| panic!("{fault} ({api}): the sweep hung"));
     let elapsed = t.elapsed();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let truth = server.truth();
+    // The sweep's pre-measurement probes (API prefix, transport) are 64-token prompts.
+    let truth: Vec<_> = server
+        .truth()
+        .into_iter()
+        .filter(|t| t.prompt_tokens > ctxbench::sweep::allowance::PROBE_TOKENS)
+        .collect();
     assert_eq!(
         truth.len(),
         2,
@@ -233,7 +238,12 @@ async fn mixed_faults_never_become_samples_and_the_sweep_goes_on() {
     .await
     .expect("the sweep finishes");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let truth = server.truth();
+    // The sweep's pre-measurement probes (API prefix, transport) are 64-token prompts.
+    let truth: Vec<_> = server
+        .truth()
+        .into_iter()
+        .filter(|t| t.prompt_tokens > ctxbench::sweep::allowance::PROBE_TOKENS)
+        .collect();
 
     assert_eq!(r.samples.len() + r.errors.len(), 2 * reps as usize);
     assert!(

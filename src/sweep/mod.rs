@@ -305,6 +305,8 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
     }
 
     let mut marker = backend.instance_marker().await;
+    // A restart seen after a failed request: the next sample meets a cold server.
+    let mut restart_pending = false;
     let stop = Arc::new(AtomicBool::new(false));
     let listener = spawn_interrupt_listener(stop.clone());
     let bar = progress_bar(jobs.len() as u64);
@@ -357,7 +359,8 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         };
         match outcome {
             Outcome::Sample(mut s) => {
-                if restarted {
+                let after_failed = std::mem::take(&mut restart_pending);
+                if restarted || after_failed {
                     s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
                     s.valid = false;
                 }
@@ -379,6 +382,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
                 samples.push(*s);
             }
             Outcome::Error(e) => {
+                restart_pending |= restarted;
                 bar.suspend(|| {
                     eprintln!(
                         "  {} rep {}: {} ({})",

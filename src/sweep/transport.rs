@@ -35,23 +35,30 @@ pub async fn check(
 ) -> TransportCheck {
     let mut fresh_ttft = Vec::new();
     let mut reused_ttft = Vec::new();
-    for _ in 0..ROUNDS {
+    // A failed probe ends the check: against a failing server, probing on would only add
+    // a deadline per probe before the sweep.
+    'rounds: for _ in 0..ROUNDS {
         for (backend, out, want_new) in [
             (fresh, &mut fresh_ttft, true),
             (keep_alive, &mut reused_ttft, false),
         ] {
-            if let Some(t) = probe_ttft(s, backend, deadline, want_new).await {
-                out.push(t);
+            match probe_ttft(s, backend, deadline, want_new).await {
+                Probe::Ttft(t) => out.push(t),
+                Probe::OtherConnection => {}
+                Probe::Failed => break 'rounds,
             }
         }
     }
     let tcp_connect_s = tcp_connect_s(url).await;
     let fresh_ttft_s = crate::stats::median(&fresh_ttft);
     let reused_ttft_s = crate::stats::median(&reused_ttft);
-    let by_first_event = match (reused_ttft_s, fresh_ttft_s) {
-        (Some(r), Some(f)) => r - f >= DELAY_MIN_S,
-        _ => false,
-    };
+    // Every reused probe slower than every fresh one by the margin: a delayed ACK holds
+    // each reused request, while a scheduling hiccup on a loaded machine holds one.
+    let slowest_fresh = fresh_ttft.iter().copied().fold(f64::NAN, f64::max);
+    let fastest_reused = reused_ttft.iter().copied().fold(f64::NAN, f64::min);
+    let by_first_event = reused_ttft.len() == ROUNDS
+        && !fresh_ttft.is_empty()
+        && fastest_reused - slowest_fresh >= DELAY_MIN_S;
     let by_round_trip = match (http_rtt_s, tcp_connect_s) {
         (Some(rtt), Some(c)) => rtt - c >= DELAY_MIN_S && rtt >= RTT_OVER_CONNECT * c,
         _ => false,
@@ -66,19 +73,28 @@ pub async fn check(
     }
 }
 
+enum Probe {
+    Ttft(f64),
+    /// It went out on the other kind of connection than wanted.
+    OtherConnection,
+    Failed,
+}
+
 /// TTFT of one tiny request, when it went out on the kind of connection wanted.
 async fn probe_ttft(
     s: &mut Session<'_>,
     backend: &dyn Backend,
     deadline: Duration,
     want_new: bool,
-) -> Option<f64> {
-    let built = s
+) -> Probe {
+    let Ok(built) = s
         .prompts
         .build(backend, PROBE_TOKENS, Some(&mut s.nonce), None)
         .await
-        .ok()?;
-    let c = backend
+    else {
+        return Probe::Failed;
+    };
+    let Ok(c) = backend
         .generate(&GenRequest {
             prompt: built.prompt,
             max_tokens: 1,
@@ -87,10 +103,14 @@ async fn probe_ttft(
             deadline,
         })
         .await
-        .ok()?;
-    (c.new_connection == Some(want_new))
-        .then(|| c.events.first().map(|e| e.at.as_secs_f64()))
-        .flatten()
+    else {
+        return Probe::Failed;
+    };
+    match c.events.first() {
+        Some(e) if c.new_connection == Some(want_new) => Probe::Ttft(e.at.as_secs_f64()),
+        Some(_) => Probe::OtherConnection,
+        None => Probe::Failed,
+    }
 }
 
 /// Median TCP connect time to the server's address.
