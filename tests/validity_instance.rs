@@ -90,7 +90,7 @@ async fn a_restart_seen_in_prometheus_metrics_is_flagged() {
     let flagged: Vec<bool> = r
         .samples
         .iter()
-        .map(|s| s.flags.iter().any(|f| f == flag::SERVER_RESTARTED))
+        .map(|s| s.flags.contains(&flag::SERVER_RESTARTED))
         .collect();
     assert_eq!(flagged, vec![false, true, false], "{:?}", r.samples);
     assert!(!r.samples[1].valid);

@@ -47,7 +47,7 @@ async fn nagle_is_named_with_its_cure_and_flags_reused_samples() {
     for s in &r.samples {
         assert_eq!(s.new_connection, Some(false), "{s:?}");
         assert!(
-            s.flags.iter().any(|f| f == flag::TRANSPORT_DELAY) && !s.valid,
+            s.flags.contains(&flag::TRANSPORT_DELAY) && !s.valid,
             "{s:?}"
         );
     }

@@ -240,7 +240,7 @@ async fn run_connected(
         &mut session,
         conn.fresh.as_ref(),
         conn.backend.as_ref(),
-        &url,
+        url,
         info.rtt_s,
         plan.timeout.deadline(allowance::PROBE_TOKENS, 1),
     )
@@ -401,8 +401,7 @@ async fn run_connected(
                     s.push_flag(crate::record::flag::SERVER_RESTARTED);
                 }
                 if transport_delayed && s.new_connection == Some(false) {
-                    s.flags.push(crate::record::flag::TRANSPORT_DELAY.into());
-                    s.valid = false;
+                    s.push_flag(crate::record::flag::TRANSPORT_DELAY);
                 }
                 // Per sample, not per server: a sample that came back without a cached-token
                 // count is checked by timing even when the server says it reports counts.

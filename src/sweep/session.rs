@@ -199,6 +199,6 @@ mod tests {
             ..Sample::default()
         };
         infer_cache_hit(&mut s, None, Some(0.05));
-        assert!(!s.valid && s.flags.iter().any(|f| f == flag::CACHE_HIT_INFERRED));
+        assert!(!s.valid && s.flags.contains(&flag::CACHE_HIT_INFERRED));
     }
 }
