@@ -63,11 +63,14 @@ async fn an_8k_request_without_num_ctx_is_flagged_truncated() {
         Some(131_072),
         NumCtx::ServerDefault,
     );
-    let prompts = PromptSource::prepare(&naive, false, None).await.unwrap();
+    let mut nonce = NonceSource::seeded(7);
+    let prompts = PromptSource::prepare(&naive, false, None, &mut nonce)
+        .await
+        .unwrap();
     let mut session = Session {
         backend: &naive,
         prompts,
-        nonce: NonceSource::seeded(7),
+        nonce,
         cache_bust: CacheBust::Auto,
         output_tokens: 16,
         cache_allowance_tokens: 16,

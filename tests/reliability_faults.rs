@@ -42,7 +42,7 @@ async fn all_faulted(fault: &str, api: &str) -> (SweepResult, Duration) {
     .await
     .unwrap_or_else(|_| panic!("{fault} ({api}): the sweep hung"));
     let elapsed = t.elapsed();
-    let truth = common::truth_after(&server, 2).await;
+    let truth = common::measured_truth_after(&server, 2).await;
     assert_eq!(
         truth.len(),
         2,
@@ -134,7 +134,7 @@ async fn mixed_faults_never_become_samples_and_the_sweep_goes_on() {
     )
     .await
     .expect("the sweep finishes");
-    let truth = common::truth_after(&server, 2 * reps as usize).await;
+    let truth = common::measured_truth_after(&server, 2 * reps as usize).await;
 
     assert_eq!(r.samples.len() + r.errors.len(), 2 * reps as usize);
     assert!(

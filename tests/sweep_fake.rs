@@ -34,7 +34,13 @@ async fn run_fake(
     let r = execute_with(flags.args(URL), URL, conn)
         .await
         .expect("sweep runs");
-    (r, log.calls())
+    // The sweep's pre-measurement probes (API prefix, transport) are 64-token prompts.
+    let calls = log
+        .calls()
+        .into_iter()
+        .filter(|c| c.prompt_tokens != ctxbench::sweep::allowance::PROBE_TOKENS)
+        .collect();
+    (r, calls)
 }
 
 /// The sweep against the linear script, on a server that reports cached tokens.
@@ -106,9 +112,9 @@ async fn resume_sends_only_the_missing_jobs() {
 
 #[tokio::test]
 async fn a_failed_request_is_an_error_record_and_is_not_retried() {
-    // Call 1 (2k, rep 0) fails; every 4k call fails.
-    let fake = FakeBackend::new(|c: &Call| match (c.index, c.prompt_tokens) {
-        (1, _) | (_, 4096) => Err(RequestError::Http {
+    // The 2k call (rep 0) fails; every 4k call fails.
+    let fake = FakeBackend::new(|c: &Call| match c.prompt_tokens {
+        2048 | 4096 => Err(RequestError::Http {
             status: 500,
             message: "boom".into(),
         }),
@@ -207,11 +213,14 @@ async fn auto_deadlines_start_generous_and_follow_the_measurements() {
 
 #[tokio::test]
 async fn without_cached_counts_a_fast_repeat_is_an_inferred_hit() {
-    // 2k rep 1 answers in a tenth of the usual time and reports no cached tokens.
-    let fake = FakeBackend::new(|c: &Call| {
+    // 2k rep 1 (the second 2k call) answers in a tenth of the usual time and reports no
+    // cached tokens.
+    let seen_2k = std::sync::atomic::AtomicUsize::new(0);
+    let fake = FakeBackend::new(move |c: &Call| {
         let mut r = Reply::timed(ttft(c.prompt_tokens), STEP);
         r.cached_tokens = None;
-        if c.prompt_tokens == 2048 && c.index == 3 {
+        if c.prompt_tokens == 2048 && seen_2k.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1
+        {
             r.ttft /= 10;
         }
         Ok(r)

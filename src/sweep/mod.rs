@@ -211,12 +211,13 @@ async fn run_connected(
     let ceiling = limit
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
-    let prompts = prompts::PromptSource::prepare(backend, args.needle, ceiling).await?;
+    let mut nonce = NonceSource::from_entropy();
+    let prompts = prompts::PromptSource::prepare(backend, args.needle, ceiling, &mut nonce).await?;
     let page = info.page_size.unwrap_or(16).max(1);
     let mut session = Session {
         backend,
         prompts,
-        nonce: NonceSource::from_entropy(),
+        nonce,
         cache_bust: args.cache_bust,
         output_tokens: args.output_tokens,
         cache_allowance_tokens: page,

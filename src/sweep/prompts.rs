@@ -41,10 +41,13 @@ pub struct Built {
 
 impl PromptSource {
     /// Choose and prepare the prompt mode for `backend`.
+    /// `nonce` is the run's own source: calibration prompts reach the prefix cache too, so
+    /// their leading pairs must not repeat in the samples that follow.
     pub async fn prepare(
         backend: &dyn Backend,
         with_needle: bool,
         ceiling: Option<u64>,
+        nonce: &mut NonceSource,
     ) -> anyhow::Result<Self> {
         if backend.takes_token_ids() {
             let (filler, by_word) = match backend.tokenize(FILLER).await {
@@ -100,7 +103,7 @@ impl PromptSource {
             return Ok(PromptSource::Exact(exact));
         }
         Ok(PromptSource::Text {
-            cal: calibrate(backend, with_needle).await?,
+            cal: calibrate(backend, with_needle, nonce).await?,
             ceiling,
         })
     }
@@ -183,8 +186,11 @@ async fn ids_word_by_word(backend: &dyn Backend) -> Option<Vec<u32>> {
 const MIN_DISTINCT_IDS: usize = 8;
 
 /// Two 1-token requests of different sizes give tokens ≈ overhead + per_word · words.
-async fn calibrate(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<TextCalibration> {
-    let mut nonce = NonceSource::from_entropy();
+async fn calibrate(
+    backend: &dyn Backend,
+    with_needle: bool,
+    nonce: &mut NonceSource,
+) -> anyhow::Result<TextCalibration> {
     let needle = with_needle.then(|| Needle {
         depth: 0.5,
         expected: "okapi".into(),
@@ -192,7 +198,7 @@ async fn calibrate(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<T
     let mut counts = Vec::new();
     for words in [CALIBRATION_WORDS.0, CALIBRATION_WORDS.1] {
         let req = GenRequest {
-            prompt: prompt::build_text(words, Some(&mut nonce), needle.as_ref()),
+            prompt: prompt::build_text(words, Some(nonce), needle.as_ref()),
             max_tokens: 1,
             ignore_eos: true,
             cache_prompt: false,

@@ -117,12 +117,28 @@ pub fn measured_truth(server: &SimServer) -> Vec<ctxbench::sim::RequestTruth> {
         .collect()
 }
 
-/// Truth is recorded as a stream ends: poll until the server has `n` measured records (at
-/// most [`POLL_LIMIT`]), then return them all, so the caller asserts the exact count.
+/// Truth is recorded as a stream ends: poll until the server has `n` records (at most
+/// [`POLL_LIMIT`]), then return them all, so the caller asserts the exact count.
 pub async fn truth_after(server: &SimServer, n: usize) -> Vec<ctxbench::sim::RequestTruth> {
+    poll_truth(server, n, |s| s.truth()).await
+}
+
+/// [`truth_after`] for a sweep: `n` records besides the pre-measurement probes.
+pub async fn measured_truth_after(
+    server: &SimServer,
+    n: usize,
+) -> Vec<ctxbench::sim::RequestTruth> {
+    poll_truth(server, n, measured_truth).await
+}
+
+async fn poll_truth(
+    server: &SimServer,
+    n: usize,
+    read: impl Fn(&SimServer) -> Vec<ctxbench::sim::RequestTruth>,
+) -> Vec<ctxbench::sim::RequestTruth> {
     let until = tokio::time::Instant::now() + POLL_LIMIT;
     loop {
-        let truth = measured_truth(server);
+        let truth = read(server);
         if truth.len() >= n || tokio::time::Instant::now() >= until {
             return truth;
         }
