@@ -41,15 +41,19 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
         .iter()
         .filter(|s| s.method == Method::Stream.name())
         .filter_map(|s| {
-            let server_s = ms(s, "predicted_ms").or_else(|| ns(s, "eval_duration"))?;
-            let t = s.server_timings.as_ref()?;
-            let n = t
-                .get("predicted_n")
-                .or_else(|| t.get("eval_count"))?
-                .as_f64()?;
-            // The client times tokens after the first; the server's decode covers n tokens.
+            // The client times the tokens after the first. llama.cpp's `predicted_ms` covers
+            // exactly those (its first token is sampled at the end of the prompt batch, and
+            // `t_token_generation` starts there); Ollama's `eval_duration` is taken to cover
+            // all `eval_count` tokens, so its share for the tokens after the first is scaled.
+            let server_s = match ms(s, "predicted_ms") {
+                Some(ms) => ms,
+                None => {
+                    let n = s.server_timings.as_ref()?.get("eval_count")?.as_f64()?;
+                    ns(s, "eval_duration")? * (n - 1.0) / n
+                }
+            };
             let client_s = (s.output_tokens? as f64 - 1.0) / s.decode_tps?;
-            Some(client_s - server_s * (n - 1.0) / n)
+            Some(client_s - server_s)
         })
         .collect();
     (quantile(&ttft, 0.5), quantile(&decode, 0.5))
