@@ -42,7 +42,7 @@ pub struct LlamaServer {
 }
 
 impl LlamaServer {
-    /// Start llama-server: one slot of 32k context, 2 threads, loopback only.
+    /// Start llama-server: one slot of 32k context, 2 threads, no prompt cache, loopback only.
     pub fn start() -> LlamaServer {
         let bin = from_env_or_script("CTXBENCH_LLAMA_SERVER", "llama-server.sh");
         let model = from_env_or_script("CTXBENCH_TINY_MODEL", "tiny-model.sh");
@@ -68,6 +68,14 @@ impl LlamaServer {
                 "-ub",
                 "512",
                 "--no-webui",
+                // No host-RAM prompt cache (default 8 GiB): on picking the slot for a new
+                // task llama-server first copies the previous prompt's KV state into it,
+                // before its prompt timer starts. Measured: 2.6 ms after a 1k prompt,
+                // 130 ms after a 16k one (64 MiB), which made TTFT − prompt_ms 57 and
+                // 203 ms at 16k in CI. ctxbench defeats caching anyway; without this the
+                // gap check would measure that copy, not the client.
+                "--cache-ram",
+                "0",
             ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
