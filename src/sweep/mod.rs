@@ -1,5 +1,6 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
+pub mod depth;
 pub mod measure;
 pub mod points;
 pub mod prompts;
@@ -82,6 +83,8 @@ struct Plan {
     lengths: Vec<crate::lengths::LengthSpec>,
     depths: Vec<f64>,
     timeout: TimeoutPolicy,
+    /// `--depth`: turns on cached prefixes, beside cold points at the same totals.
+    depth: Option<depth::DepthPlan>,
 }
 
 fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
@@ -106,10 +109,22 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
             )),
         })
         .collect::<anyhow::Result<Vec<f64>>>()?;
+    let depth = match &args.depth {
+        Some(d) => Some(depth::DepthPlan::parse(d, args.turn_tokens)?),
+        None => None,
+    };
     Ok(Plan {
-        lengths,
+        lengths: match &depth {
+            Some(d) => d
+                .totals()
+                .into_iter()
+                .map(crate::lengths::LengthSpec::Tokens)
+                .collect(),
+            None => lengths,
+        },
         depths,
         timeout: TimeoutPolicy::parse(&args.timeout)?,
+        depth,
     })
 }
 
@@ -151,6 +166,9 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             .clone()
             .unwrap_or_else(|| "server".into()),
     });
+    if let Some(d) = &plan.depth {
+        d.check_limit(args.output_tokens, limit.as_ref())?;
+    }
     let lengths = points::resolve(&plan.lengths, args.output_tokens, limit.as_ref())?;
     let reps = if args.needle {
         args.reps.max(plan.depths.len() as u32)
@@ -196,6 +214,9 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             prompt_mode: prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
             simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
+            depth: plan.depth.as_ref().map(|d| {
+                d.config(backend.api(), info.reports_cached_tokens == Some(true))
+            }),
         },
     };
     let (mut writer, mut samples, mut errors) = match &args.out {
@@ -250,7 +271,8 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         cache_allowance_tokens: info.page_size.unwrap_or(16).max(1),
         reports_cached_tokens: info.reports_cached_tokens == Some(true),
     };
-    for s in samples.iter().filter(|s| s.valid) {
+    // Depth turns are warm: their TTFT says nothing about a cold request's deadline.
+    for s in samples.iter().filter(|s| s.valid && s.depth_tokens.is_none()) {
         if let Some(t) = s.ttft_s {
             plan.timeout.observe(s.context_tokens, t, s.decode_tps);
         }
@@ -356,6 +378,19 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
                 }
             }
         }
+    }
+    if let Some(d) = plan.depth.as_ref().filter(|_| !interrupted) {
+        let turns = depth::Turns {
+            session: &mut session,
+            writer: &mut writer,
+            samples: &mut samples,
+            errors: &mut errors,
+            timeout: &plan.timeout,
+            stop: &stop,
+            bar: &bar,
+            reps,
+        };
+        interrupted = depth::run(d, turns).await?;
     }
     bar.finish_and_clear();
     listener.abort();
