@@ -2,6 +2,7 @@
 //! B/A and a bootstrap interval from the repetitions, with changes inside the noise marked.
 
 pub mod bootstrap;
+pub mod depth;
 pub mod html;
 pub mod render;
 
@@ -117,6 +118,8 @@ pub struct Comparison {
     pub points: Vec<PointChange>,
     pub only_in_a: Vec<u64>,
     pub only_in_b: Vec<u64>,
+    /// `sweep --depth` turns per depth in both runs (`context_tokens` holds the depth).
+    pub depth: Vec<PointChange>,
     /// Differences a reader must know (other output length, method, model, …).
     pub notes: Vec<String>,
 }
@@ -154,7 +157,12 @@ pub fn metric_values(metric: Metric, samples: &[Sample], context_tokens: u64) ->
 }
 
 fn lengths(samples: &[Sample]) -> Vec<u64> {
-    let mut v: Vec<u64> = samples.iter().map(|s| s.context_tokens).collect();
+    // Depth turns and primings are compared per depth, not as cold points.
+    let mut v: Vec<u64> = samples
+        .iter()
+        .filter(|s| !crate::sweep::depth::summary::is_depth_sample(s))
+        .map(|s| s.context_tokens)
+        .collect();
     v.sort_unstable();
     v.dedup();
     v
@@ -331,6 +339,7 @@ pub fn compare(
         points,
         only_in_a,
         only_in_b,
+        depth: depth::changes(a, b),
         notes,
     })
 }

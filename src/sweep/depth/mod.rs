@@ -313,13 +313,13 @@ mod tests {
 
     #[test]
     fn a_depth_beyond_the_limit_is_refused_naming_it() {
-        let p = DepthPlan::parse("0,30k", 1024).unwrap();
+        let p = DepthPlan::parse("0,32k", 1024).unwrap();
         let l = super::super::points::Limit {
             tokens: 32768,
             source: "/server_info".into(),
         };
         let e = p.check_limit(64, Some(&l)).unwrap_err().to_string();
-        assert!(e.contains("--depth 30k") && e.contains("32768"), "{e}");
+        assert!(e.contains("--depth 32k") && e.contains("31680"), "{e}");
         assert!(p.check_limit(64, None).is_ok());
     }
 
