@@ -282,3 +282,66 @@ async fn without_cached_counts_reuse_is_inferred_from_timing() {
         );
     }
 }
+
+/// Depth runs live in the same result file as sweeps: `--resume` measures only the turns
+/// missing (priming again, since a restart may have emptied the cache), and `report` and
+/// `compare` show the depth table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn depth_runs_resume_report_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("depth.jsonl");
+    let out_s = out.to_str().unwrap();
+    let flags = [
+        "--depth",
+        "2k",
+        "--turn-tokens",
+        "256",
+        "--reps",
+        "2",
+        "--output-tokens",
+        "8",
+        "--no-warmup",
+        "--out",
+        out_s,
+    ];
+    let server = sim(&[]).await;
+    sweep(&server.url(), &flags).await;
+    // A crash after the first turn: drop the second turn and the summary.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let last_turn = lines
+        .iter()
+        .rposition(|l| l.contains("\"method\":\"turn\""))
+        .unwrap();
+    lines.truncate(last_turn);
+    std::fs::write(&out, lines.join("\n") + "\n").unwrap();
+
+    let mut resumed = flags.to_vec();
+    resumed.push("--resume");
+    let r = sweep(&server.url(), &resumed).await;
+    let file = ctxbench::resultfile::read(&out).unwrap();
+    let count = |m: &str| file.samples.iter().filter(|s| s.method == m).count();
+    assert_eq!(count("stream"), 2, "cold samples were all there: none re-measured");
+    assert_eq!(count("turn"), 2, "only the missing turn was measured");
+    assert_eq!(count("priming"), 2, "the prefix was primed again before it");
+    assert!(file.samples.iter().filter(|s| s.method == "turn").all(|s| s.valid));
+    let p = &r.summary.depth[0];
+    assert_eq!((p.depth_tokens, p.n_valid), (2048, 2));
+    // Plain sample lines carry no depth fields; turn lines carry both.
+    for l in text.lines().filter(|l| l.contains("\"type\":\"sample\"")) {
+        let is_depth = l.contains("\"method\":\"turn\"") || l.contains("\"method\":\"priming\"");
+        assert_eq!(l.contains("\"depth_tokens\""), is_depth, "{l}");
+        assert_eq!(l.contains("\"turn_tokens\""), is_depth, "{l}");
+    }
+
+    let summary = ctxbench::summary::summarize_with_fit(&file.samples, &file.errors);
+    let run = file.run.as_ref().unwrap();
+    let table = ctxbench::report::render(run, &summary, ctxbench::cli::Format::Table);
+    assert!(table.contains("Depth:") && table.contains("cold/turn"), "{table}");
+    assert_eq!(summary.points.len(), 1, "one cold point, at 2k + 256: {table}");
+    let html = ctxbench::report::html::render(run, &file.samples, &file.errors, &summary);
+    assert!(html.contains("chart-depth_ttft"));
+    let cmp = ctxbench::report::compare::compare(&file, &file, ("a", "b")).unwrap();
+    assert_eq!(cmp.depth.len(), 1);
+    assert_eq!(cmp.points.len(), 1, "primings are not compared as cold points");
+}

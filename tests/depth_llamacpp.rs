@@ -1,0 +1,91 @@
+//! `sweep --depth` against a real server, llama.cpp's llama-server (one slot, `cache_prompt`
+//! and `id_slot` pinned by ctxbench): its own `timings` show the prefix reused
+//! (`cache_n` ≈ depth) and only the turn prefilled (`prompt_n` ≈ turn tokens), and
+//! ctxbench's figures agree with those timings as in tests/llamacpp_peer.rs.
+
+mod common;
+use common::llama::LlamaServer;
+use common::{rel, sweep};
+use ctxbench::record::Sample;
+use serde_json::Value;
+
+/// As in tests/llamacpp_peer.rs: TTFT also holds the HTTP round trip, JSON of the id list
+/// and sampling of the first token; the decode window starts at the first token, the
+/// server's at the end of the prompt batch.
+const RATE_TOL: f64 = 0.10;
+/// llama.cpp reuses the common prefix token by token; within one cache page (the allowance
+/// ctxbench uses for servers that report none) covers a BOS or a boundary token.
+const PAGE: f64 = 16.0;
+const TURN: u64 = 512;
+
+fn timing(s: &Sample, key: &str) -> f64 {
+    s.server_timings
+        .as_ref()
+        .and_then(|t| t.get(key))
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("timings.{key} missing: {s:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
+    let server = LlamaServer::start();
+    let r = sweep(
+        &server.url,
+        &[
+            "--depth",
+            "0,2k,6k",
+            "--turn-tokens",
+            "512",
+            "--reps",
+            "2",
+            "--output-tokens",
+            "16",
+        ],
+    )
+    .await;
+    let cfg = r.run.config.depth.as_ref().expect("depth config");
+    assert_eq!(cfg.reuse_hints, vec!["cache_prompt=true", "id_slot=0"]);
+    assert_eq!(cfg.reuse_evidence, "server_counts");
+    let turns: Vec<&Sample> = r.samples.iter().filter(|s| s.method == "turn").collect();
+    assert_eq!(turns.len(), 6);
+    for s in &turns {
+        let d = s.depth_tokens.unwrap() as f64;
+        let (cache_n, prompt_n) = (timing(s, "cache_n"), timing(s, "prompt_n"));
+        let ttft = s.ttft_s.unwrap();
+        let prompt_s = timing(s, "prompt_ms") / 1e3;
+        let server_prefill = prompt_n / prompt_s;
+        let server_decode = timing(s, "predicted_n") / (timing(s, "predicted_ms") / 1e3);
+        println!(
+            "depth {d:>6}: cache_n {cache_n}, prompt_n {prompt_n}; TTFT {:.1} ms vs prompt_ms {:.1}; marginal prefill {:.0} vs server {server_prefill:.0} tok/s; decode {:.1} vs server {server_decode:.1}",
+            ttft * 1e3,
+            prompt_s * 1e3,
+            s.prefill_tps.unwrap(),
+            s.decode_tps.unwrap()
+        );
+        assert!(s.valid, "{s:?}");
+        assert!((cache_n - d).abs() <= PAGE, "cache_n {cache_n} vs depth {d}");
+        assert!((prompt_n - TURN as f64).abs() <= PAGE, "prompt_n {prompt_n}");
+        assert_eq!(s.cached_tokens, Some(cache_n as u64), "ctxbench read cache_n");
+        assert!(
+            rel(s.prefill_tps.unwrap(), server_prefill) < RATE_TOL,
+            "marginal prefill {:?} vs {server_prefill}",
+            s.prefill_tps
+        );
+        assert!(
+            rel(s.decode_tps.unwrap(), server_decode) < RATE_TOL,
+            "decode {:?} vs {server_decode}",
+            s.decode_tps
+        );
+        // The peer test's bound on what lies outside the server's prefill timer.
+        let dt = ttft - prompt_s;
+        assert!(dt >= 0.0 && dt < 0.020 + 0.01 * ttft, "TTFT - prompt_ms = {dt} s");
+    }
+    // The cold requests at depth + turn really were cold, and the turn is cheaper deep down.
+    for s in r.samples.iter().filter(|s| s.method == "stream") {
+        assert_eq!(timing(s, "cache_n"), 0.0, "{s:?}");
+    }
+    let deep = r.summary.depth.last().unwrap();
+    assert_eq!(deep.depth_tokens, 6 * 1024);
+    assert!(deep.ttft_speedup.unwrap() > 2.0, "{deep:?}");
+    assert_eq!(r.exit_code(), 0);
+}
