@@ -91,7 +91,12 @@ pub async fn measure(
         kept_prefixes: lo,
         kept_tokens: u64::from(lo) * prefix_tokens,
         at_least: hi.is_none(),
-        evidence: if search.timing_only { "timing" } else { "server_counts" }.into(),
+        evidence: if search.timing_only {
+            "timing"
+        } else {
+            "server_counts"
+        }
+        .into(),
         flushed_between_trials: search.flushed,
         kv_pool_tokens,
         trials: search.trials,
@@ -121,7 +126,12 @@ impl Search<'_> {
         for i in 0..k {
             let built = self
                 .prompts
-                .build(self.backend, self.prefix_tokens, Some(&mut self.nonce), None)
+                .build(
+                    self.backend,
+                    self.prefix_tokens,
+                    Some(&mut self.nonce),
+                    None,
+                )
                 .await?;
             let c = self.send(built.prompt.clone()).await?;
             if i == 0 {
@@ -147,7 +157,10 @@ impl Search<'_> {
         Ok(kept)
     }
 
-    async fn send(&self, prompt: crate::backend::Prompt) -> anyhow::Result<crate::backend::Completion> {
+    async fn send(
+        &self,
+        prompt: crate::backend::Prompt,
+    ) -> anyhow::Result<crate::backend::Completion> {
         let req = GenRequest {
             prompt,
             max_tokens: 1,
@@ -172,7 +185,10 @@ pub fn render(c: &CacheCapacity) -> String {
         c.kept_tokens
     );
     let pool = match c.kv_pool_tokens {
-        Some(p) => format!("{p} tokens (kept/pool = {:.2})", c.kept_tokens as f64 / p as f64),
+        Some(p) => format!(
+            "{p} tokens (kept/pool = {:.2})",
+            c.kept_tokens as f64 / p as f64
+        ),
         None => "not reported".into(),
     };
     let mut out = format!(

@@ -34,7 +34,9 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<u8> {
         }
         (_, c) => {
             render(&strip_credentials(&args.url), &info)
-                + &c.as_ref().map(crate::cache_capacity::render).unwrap_or_default()
+                + &c.as_ref()
+                    .map(crate::cache_capacity::render)
+                    .unwrap_or_default()
         }
     };
     print!("{text}");

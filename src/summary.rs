@@ -190,8 +190,16 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
 fn without_depth(samples: &[Sample], errors: &[ErrorRecord]) -> (Vec<Sample>, Vec<ErrorRecord>) {
     use crate::sweep::depth::summary::{is_depth_error, is_depth_sample};
     (
-        samples.iter().filter(|s| !is_depth_sample(s)).cloned().collect(),
-        errors.iter().filter(|e| !is_depth_error(e)).cloned().collect(),
+        samples
+            .iter()
+            .filter(|s| !is_depth_sample(s))
+            .cloned()
+            .collect(),
+        errors
+            .iter()
+            .filter(|e| !is_depth_error(e))
+            .cloned()
+            .collect(),
     )
 }
 

@@ -63,9 +63,19 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
             s.decode_tps.unwrap()
         );
         assert!(s.valid, "{s:?}");
-        assert!((cache_n - d).abs() <= PAGE, "cache_n {cache_n} vs depth {d}");
-        assert!((prompt_n - TURN as f64).abs() <= PAGE, "prompt_n {prompt_n}");
-        assert_eq!(s.cached_tokens, Some(cache_n as u64), "ctxbench read cache_n");
+        assert!(
+            (cache_n - d).abs() <= PAGE,
+            "cache_n {cache_n} vs depth {d}"
+        );
+        assert!(
+            (prompt_n - TURN as f64).abs() <= PAGE,
+            "prompt_n {prompt_n}"
+        );
+        assert_eq!(
+            s.cached_tokens,
+            Some(cache_n as u64),
+            "ctxbench read cache_n"
+        );
         assert!(
             rel(s.prefill_tps.unwrap(), server_prefill) < RATE_TOL,
             "marginal prefill {:?} vs {server_prefill}",
@@ -78,7 +88,10 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
         );
         // The peer test's bound on what lies outside the server's prefill timer.
         let dt = ttft - prompt_s;
-        assert!(dt >= 0.0 && dt < 0.020 + 0.01 * ttft, "TTFT - prompt_ms = {dt} s");
+        assert!(
+            dt >= 0.0 && dt < 0.020 + 0.01 * ttft,
+            "TTFT - prompt_ms = {dt} s"
+        );
     }
     // The cold requests at depth + turn really were cold, and the turn is cheaper deep down.
     for s in r.samples.iter().filter(|s| s.method == "stream") {

@@ -58,7 +58,11 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
     // Primings are recorded for depths > 0 and never valid.
     let primings: Vec<_> = r.samples.iter().filter(|s| s.method == "priming").collect();
     assert_eq!(primings.len(), 2);
-    assert!(primings.iter().all(|p| !p.valid && p.flags.contains(&flag::PRIMING.to_string())));
+    assert!(
+        primings
+            .iter()
+            .all(|p| !p.valid && p.flags.contains(&flag::PRIMING.to_string()))
+    );
     // The turns ran last, in order: the last nine 16-token requests the simulator served
     // (primings ask for one token).
     let full: Vec<_> = truth.iter().filter(|t| t.output_tokens == 16).collect();
@@ -68,10 +72,16 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
         assert!(s.valid, "{s:?}");
         assert_eq!(s.turn_tokens, Some(TURN));
         assert_eq!(t.prompt_tokens, d + TURN, "the turn is prefix + suffix");
-        assert_eq!(t.cached_tokens, d, "the simulator served the whole prefix from cache");
+        assert_eq!(
+            t.cached_tokens, d,
+            "the simulator served the whole prefix from cache"
+        );
         assert_eq!(s.cached_tokens, Some(d), "ctxbench read the same count");
         let want = COST.prefill_s(d, d + TURN);
-        assert!((t.prefill_s - want).abs() < 1e-12, "the simulator charged the cost model");
+        assert!(
+            (t.prefill_s - want).abs() < 1e-12,
+            "the simulator charged the cost model"
+        );
         assert!(
             rel(s.decode_tps.unwrap(), t.decode_tps()) < DECODE_TOL,
             "depth {d}: decode {:?} vs {}",
@@ -86,7 +96,10 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
         points.iter().map(|p| p.depth_tokens).collect::<Vec<_>>(),
         vec![0, 4096, 12288]
     );
-    let rates: Vec<f64> = points.iter().map(|p| p.prefill_tps.unwrap().median).collect();
+    let rates: Vec<f64> = points
+        .iter()
+        .map(|p| p.prefill_tps.unwrap().median)
+        .collect();
     assert!(rates.windows(2).all(|w| w[1] < w[0]), "{rates:?}");
     for p in points {
         let d = p.depth_tokens;
@@ -104,7 +117,10 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
         );
         let model_ratio = COST.prefill_s(0, d + TURN) / COST.prefill_s(d, d + TURN);
         let cold = p.cold_ttft_s.unwrap().median;
-        assert!(rel(cold, COST.prefill_s(0, d + TURN)) < TURN_TTFT_TOL, "cold {cold}");
+        assert!(
+            rel(cold, COST.prefill_s(0, d + TURN)) < TURN_TTFT_TOL,
+            "cold {cold}"
+        );
         let speedup = p.ttft_speedup.unwrap();
         // Each median is within 5 %, so their ratio within about 10 %.
         assert!(
@@ -117,7 +133,12 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
     let cold: Vec<u64> = r.summary.points.iter().map(|p| p.context_tokens).collect();
     assert_eq!(cold, vec![1024, 5120, 13312]);
     assert!(r.summary.points.iter().all(|p| p.attempts == 3));
-    let depth_cfg = r.run.config.depth.as_ref().expect("depth config in the header");
+    let depth_cfg = r
+        .run
+        .config
+        .depth
+        .as_ref()
+        .expect("depth config in the header");
     assert_eq!(depth_cfg.depths, vec![0, 4096, 12288]);
     assert_eq!(depth_cfg.reuse_evidence, "server_counts");
     assert_eq!(r.exit_code(), 0);
@@ -229,7 +250,11 @@ async fn a_prefix_evicted_after_priming_is_a_prefix_miss() {
     assert_eq!(turns.len(), 2);
     for t in turns {
         assert!(!t.valid, "{t:?}");
-        assert!(t.flags.contains(&flag::PREFIX_MISS.to_string()), "{:?}", t.flags);
+        assert!(
+            t.flags.contains(&flag::PREFIX_MISS.to_string()),
+            "{:?}",
+            t.flags
+        );
         assert!(t.cached_tokens.unwrap() < 8192 - 16);
     }
     assert!(notes.iter().any(|n| n.contains("prefix_miss")), "{notes:?}");
@@ -266,8 +291,14 @@ async fn without_cached_counts_reuse_is_inferred_from_timing() {
     let r = execute(args).await.unwrap();
     let turns: Vec<_> = r.samples.iter().filter(|s| s.method == "turn").collect();
     assert_eq!(turns.len(), 2);
-    assert!(turns.iter().all(|t| t.valid && t.cached_tokens.is_none()), "{turns:?}");
-    assert_eq!(r.run.config.depth.as_ref().unwrap().reuse_evidence, "timing");
+    assert!(
+        turns.iter().all(|t| t.valid && t.cached_tokens.is_none()),
+        "{turns:?}"
+    );
+    assert_eq!(
+        r.run.config.depth.as_ref().unwrap().reuse_evidence,
+        "timing"
+    );
     assert!(
         r.summary.notes.iter().any(|n| n.contains("timing only")),
         "{:?}",
@@ -321,10 +352,19 @@ async fn depth_runs_resume_report_and_compare() {
     let r = sweep(&server.url(), &resumed).await;
     let file = ctxbench::resultfile::read(&out).unwrap();
     let count = |m: &str| file.samples.iter().filter(|s| s.method == m).count();
-    assert_eq!(count("stream"), 2, "cold samples were all there: none re-measured");
+    assert_eq!(
+        count("stream"),
+        2,
+        "cold samples were all there: none re-measured"
+    );
     assert_eq!(count("turn"), 2, "only the missing turn was measured");
     assert_eq!(count("priming"), 2, "the prefix was primed again before it");
-    assert!(file.samples.iter().filter(|s| s.method == "turn").all(|s| s.valid));
+    assert!(
+        file.samples
+            .iter()
+            .filter(|s| s.method == "turn")
+            .all(|s| s.valid)
+    );
     let p = &r.summary.depth[0];
     assert_eq!((p.depth_tokens, p.n_valid), (2048, 2));
     // Plain sample lines carry no depth fields; turn lines carry both.
@@ -337,11 +377,22 @@ async fn depth_runs_resume_report_and_compare() {
     let summary = ctxbench::summary::summarize_with_fit(&file.samples, &file.errors);
     let run = file.run.as_ref().unwrap();
     let table = ctxbench::report::render(run, &summary, ctxbench::cli::Format::Table);
-    assert!(table.contains("Depth:") && table.contains("cold/turn"), "{table}");
-    assert_eq!(summary.points.len(), 1, "one cold point, at 2k + 256: {table}");
+    assert!(
+        table.contains("Depth:") && table.contains("cold/turn"),
+        "{table}"
+    );
+    assert_eq!(
+        summary.points.len(),
+        1,
+        "one cold point, at 2k + 256: {table}"
+    );
     let html = ctxbench::report::html::render(run, &file.samples, &file.errors, &summary);
     assert!(html.contains("chart-depth_ttft"));
     let cmp = ctxbench::report::compare::compare(&file, &file, ("a", "b")).unwrap();
     assert_eq!(cmp.depth.len(), 1);
-    assert_eq!(cmp.points.len(), 1, "primings are not compared as cold points");
+    assert_eq!(
+        cmp.points.len(),
+        1,
+        "primings are not compared as cold points"
+    );
 }

@@ -100,7 +100,9 @@ pub fn markdown(summary: &Summary) -> String {
     if summary.depth.is_empty() {
         return String::new();
     }
-    let mut out = String::from("\n**Depth**: a new turn on a cached prefix, beside a cold request of depth + turn tokens\n\n");
+    let mut out = String::from(
+        "\n**Depth**: a new turn on a cached prefix, beside a cold request of depth + turn tokens\n\n",
+    );
     out.push_str(&format!("| {} |\n", HEADER.join(" | ")));
     out.push_str(&format!("|{}\n", "---|".repeat(HEADER.len())));
     for r in rows(summary) {
@@ -143,8 +145,8 @@ pub fn csv(summary: &Summary) -> String {
 
 /// TTFT against depth: the warm turn and the cold request of the same total length.
 pub fn chart(summary: &Summary) -> Chart {
-    let series = |key: &str, label: &str, color: usize, pick: fn(&DepthPoint) -> Option<Stat>| {
-        Series {
+    let series =
+        |key: &str, label: &str, color: usize, pick: fn(&DepthPoint) -> Option<Stat>| Series {
             key: key.into(),
             label: label.into(),
             color,
@@ -166,8 +168,7 @@ pub fn chart(summary: &Summary) -> Chart {
                     })
                 })
                 .collect(),
-        }
-    };
+        };
     Chart {
         id: "depth_ttft".into(),
         title: "TTFT of a new turn vs depth".into(),
@@ -202,7 +203,13 @@ pub fn html(summary: &Summary) -> String {
             let cells = r
                 .into_iter()
                 .enumerate()
-                .map(|(i, c)| if i == last { Cell::text(c) } else { Cell::num(c) })
+                .map(|(i, c)| {
+                    if i == last {
+                        Cell::text(c)
+                    } else {
+                        Cell::num(c)
+                    }
+                })
                 .collect();
             (class.to_string(), cells)
         })
@@ -252,12 +259,18 @@ mod tests {
     fn every_format_shows_the_turn_beside_the_cold_figure() {
         let s = summary();
         let t = text(&s);
-        assert!(t.contains("8k") && t.contains("50.0") && t.contains("500.0") && t.contains("10.0x"), "{t}");
+        assert!(
+            t.contains("8k") && t.contains("50.0") && t.contains("500.0") && t.contains("10.0x"),
+            "{t}"
+        );
         assert!(markdown(&s).contains("| 8k | 512 | 8192 |"));
         let c = csv(&s);
         assert!(c.contains("\n8192,512,2,2,0,8192,0.05,0.5,10,"), "{c}");
         let h = html(&s);
-        assert!(h.contains("id=\"depth\"") && h.contains("chart-depth_ttft"), "{h}");
+        assert!(
+            h.contains("id=\"depth\"") && h.contains("chart-depth_ttft"),
+            "{h}"
+        );
         assert!(text(&Summary::default()).is_empty() && html(&Summary::default()).is_empty());
     }
 }

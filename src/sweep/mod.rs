@@ -214,9 +214,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             prompt_mode: prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
             simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
-            depth: plan.depth.as_ref().map(|d| {
-                d.config(backend.api(), info.reports_cached_tokens == Some(true))
-            }),
+            depth: plan
+                .depth
+                .as_ref()
+                .map(|d| d.config(backend.api(), info.reports_cached_tokens == Some(true))),
         },
     };
     let (mut writer, mut samples, mut errors) = match &args.out {
@@ -272,7 +273,10 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         reports_cached_tokens: info.reports_cached_tokens == Some(true),
     };
     // Depth turns are warm: their TTFT says nothing about a cold request's deadline.
-    for s in samples.iter().filter(|s| s.valid && s.depth_tokens.is_none()) {
+    for s in samples
+        .iter()
+        .filter(|s| s.valid && s.depth_tokens.is_none())
+    {
         if let Some(t) = s.ttft_s {
             plan.timeout.observe(s.context_tokens, t, s.decode_tps);
         }

@@ -80,8 +80,7 @@ impl DepthPlan {
                     self.turn_tokens,
                     l.tokens,
                     l.source,
-                    l.tokens
-                        .saturating_sub(self.turn_tokens + output_tokens)
+                    l.tokens.saturating_sub(self.turn_tokens + output_tokens)
                 );
             }
         }
@@ -134,7 +133,9 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_, '_>) -> anyhow::Result<bool> {
         let todo: Vec<u32> = (0..t.reps)
             .filter(|r| {
                 !t.samples.iter().any(|x| {
-                    x.method == TURN && x.depth_tokens == Some(d) && x.turn_tokens == Some(s)
+                    x.method == TURN
+                        && x.depth_tokens == Some(d)
+                        && x.turn_tokens == Some(s)
                         && x.rep == *r
                 })
             })
@@ -146,7 +147,8 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_, '_>) -> anyhow::Result<bool> {
         let out = t.session.output_tokens;
         let prefix = if d > 0 {
             let built = build(t.session, d).await?;
-            t.bar.set_message(format!("priming depth {}", format_count(d)));
+            t.bar
+                .set_message(format!("priming depth {}", format_count(d)));
             let req = reuse_request(built.0.clone(), 1, t.timeout, d);
             let outcome = t.session.backend.generate(&req).await;
             record(
@@ -171,11 +173,8 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_, '_>) -> anyhow::Result<bool> {
             if t.stop.load(Ordering::SeqCst) {
                 return Ok(true);
             }
-            t.bar.set_message(format!(
-                "depth {} + {s}, rep {}",
-                format_count(d),
-                rep + 1
-            ));
+            t.bar
+                .set_message(format!("depth {} + {s}, rep {}", format_count(d), rep + 1));
             let suffix = build(t.session, s).await?;
             let (prompt, sent) = match &prefix {
                 Some((p, ps)) => (join(p, &suffix.0)?, ps.zip(suffix.1).map(|(a, b)| a + b)),
@@ -198,7 +197,15 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_, '_>) -> anyhow::Result<bool> {
                 }
                 x
             });
-            record(&mut *t.writer, t.samples, t.errors, outcome, total, rep, TURN)?;
+            record(
+                &mut *t.writer,
+                t.samples,
+                t.errors,
+                outcome,
+                total,
+                rep,
+                TURN,
+            )?;
             t.bar.inc(1);
         }
         t.writer.sync()?;
@@ -306,9 +313,24 @@ mod tests {
 
     #[test]
     fn bad_depth_options_name_their_flag() {
-        assert!(DepthPlan::parse("8q", 512).unwrap_err().to_string().contains("--depth"));
-        assert!(DepthPlan::parse(" , ", 512).unwrap_err().to_string().contains("--depth"));
-        assert!(DepthPlan::parse("8k", 4).unwrap_err().to_string().contains("--turn-tokens"));
+        assert!(
+            DepthPlan::parse("8q", 512)
+                .unwrap_err()
+                .to_string()
+                .contains("--depth")
+        );
+        assert!(
+            DepthPlan::parse(" , ", 512)
+                .unwrap_err()
+                .to_string()
+                .contains("--depth")
+        );
+        assert!(
+            DepthPlan::parse("8k", 4)
+                .unwrap_err()
+                .to_string()
+                .contains("--turn-tokens")
+        );
     }
 
     #[test]

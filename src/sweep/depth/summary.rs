@@ -22,13 +22,20 @@ fn cold<'a>(samples: &'a [Sample], total: u64) -> Vec<&'a Sample> {
         .iter()
         .filter(|s| !is_depth_sample(s) && s.valid && s.context_tokens == total)
         .collect();
-    let stream: Vec<&Sample> = at.iter().copied().filter(|s| s.method == "stream").collect();
+    let stream: Vec<&Sample> = at
+        .iter()
+        .copied()
+        .filter(|s| s.method == "stream")
+        .collect();
     if stream.is_empty() { at } else { stream }
 }
 
 /// Median TTFT of the valid cold samples at `total` tokens.
 pub fn cold_ttft_median(samples: &[Sample], total: u64) -> Option<f64> {
-    let xs: Vec<f64> = cold(samples, total).iter().filter_map(|s| s.ttft_s).collect();
+    let xs: Vec<f64> = cold(samples, total)
+        .iter()
+        .filter_map(|s| s.ttft_s)
+        .collect();
     quantile(&xs, 0.5)
 }
 
@@ -106,7 +113,12 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> (Vec<DepthPoint>
     }
     let misses: usize = points
         .iter()
-        .map(|p| p.flags.get(crate::record::flag::PREFIX_MISS).copied().unwrap_or(0))
+        .map(|p| {
+            p.flags
+                .get(crate::record::flag::PREFIX_MISS)
+                .copied()
+                .unwrap_or(0)
+        })
         .sum();
     if misses > 0 {
         notes.push(format!(
