@@ -48,6 +48,20 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
     assert_eq!(cfg.reuse_evidence, "server_counts");
     let turns: Vec<&Sample> = r.samples.iter().filter(|s| s.method == "turn").collect();
     assert_eq!(turns.len(), 6);
+    // Every turn's figures first, so a failure shows them all.
+    for s in &turns {
+        println!(
+            "depth {:>6}: cache_n {}, prompt_n {}; TTFT {:.1} ms vs prompt_ms {:.1}; marginal prefill {:.0} tok/s; decode {:.1} vs server {:.1}",
+            s.depth_tokens.unwrap(),
+            timing(s, "cache_n"),
+            timing(s, "prompt_n"),
+            s.ttft_s.unwrap() * 1e3,
+            timing(s, "prompt_ms"),
+            s.prefill_tps.unwrap(),
+            s.decode_tps.unwrap(),
+            timing(s, "predicted_n") / (timing(s, "predicted_ms") / 1e3)
+        );
+    }
     for s in &turns {
         let d = s.depth_tokens.unwrap() as f64;
         let (cache_n, prompt_n) = (timing(s, "cache_n"), timing(s, "prompt_n"));
@@ -55,13 +69,6 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
         let prompt_s = timing(s, "prompt_ms") / 1e3;
         let server_prefill = prompt_n / prompt_s;
         let server_decode = timing(s, "predicted_n") / (timing(s, "predicted_ms") / 1e3);
-        println!(
-            "depth {d:>6}: cache_n {cache_n}, prompt_n {prompt_n}; TTFT {:.1} ms vs prompt_ms {:.1}; marginal prefill {:.0} vs server {server_prefill:.0} tok/s; decode {:.1} vs server {server_decode:.1}",
-            ttft * 1e3,
-            prompt_s * 1e3,
-            s.prefill_tps.unwrap(),
-            s.decode_tps.unwrap()
-        );
         assert!(s.valid, "{s:?}");
         assert!(
             (cache_n - d).abs() <= PAGE,

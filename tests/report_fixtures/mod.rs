@@ -89,6 +89,8 @@ pub fn sample(n: u64, rep: u32, ttft_s: f64, step_s: f64) -> Sample {
         flags: vec![],
         needle: None,
         server_timings: None,
+        depth_tokens: None,
+        turn_tokens: None,
     }
 }
 

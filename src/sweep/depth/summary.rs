@@ -17,7 +17,7 @@ pub fn is_depth_error(e: &ErrorRecord) -> bool {
 }
 
 /// The valid cold samples at `total` tokens (stream, else two-point).
-fn cold<'a>(samples: &'a [Sample], total: u64) -> Vec<&'a Sample> {
+fn cold(samples: &[Sample], total: u64) -> Vec<&Sample> {
     let at: Vec<&Sample> = samples
         .iter()
         .filter(|s| !is_depth_sample(s) && s.valid && s.context_tokens == total)
