@@ -182,7 +182,8 @@ pub struct SweepArgs {
     /// Depth mode: a new turn on a cached prefix of each of these depths (tokens, `k` = x1024,
     /// 0 allowed), beside a cold request of the same total length. Each prefix is primed once
     /// (excluded), then each repetition sends it plus a fresh --turn-tokens suffix; a turn
-    /// whose prefix the server did not serve from cache is flagged prefix_miss.
+    /// whose prefix the server did not serve from cache is flagged prefix_miss. Replaces --lengths:
+    /// the cold points are depth + turn tokens.
     /// Example: --depth 0,8k,32k --turn-tokens 512
     #[arg(long, value_name = "DEPTHS")]
     pub depth: Option<String>,

@@ -4,10 +4,9 @@
 //! ctxbench's figures agree with those timings as in tests/llamacpp_peer.rs.
 
 mod common;
-use common::llama::LlamaServer;
+use common::llama::{LlamaServer, timing};
 use common::{rel, sweep};
 use ctxbench::record::Sample;
-use serde_json::Value;
 
 /// As in tests/llamacpp_peer.rs: TTFT also holds the HTTP round trip, JSON of the id list
 /// and sampling of the first token; the decode window starts at the first token, the
@@ -17,14 +16,6 @@ const RATE_TOL: f64 = 0.10;
 /// ctxbench uses for servers that report none) covers a BOS or a boundary token.
 const PAGE: f64 = 16.0;
 const TURN: u64 = 512;
-
-fn timing(s: &Sample, key: &str) -> f64 {
-    s.server_timings
-        .as_ref()
-        .and_then(|t| t.get(key))
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("timings.{key} missing: {s:?}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {

@@ -2,23 +2,14 @@
 //! `timings` are the ground truth the client-side numbers are held against.
 
 mod common;
-use common::llama::LlamaServer;
+use common::llama::{LlamaServer, timing};
 use common::{rel, sweep};
 use ctxbench::record::{Sample, flag};
-use serde_json::Value;
 
 /// Tolerance on prefill and decode rates against llama-server's own timings: TTFT also
 /// holds the HTTP round trip, JSON of the id list and sampling of the first token; the
 /// decode window starts at the first token, the server's at the end of the prompt batch.
 const RATE_TOL: f64 = 0.10;
-
-fn timing(s: &Sample, key: &str) -> f64 {
-    s.server_timings
-        .as_ref()
-        .and_then(|t| t.get(key))
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("timings.{key} missing: {s:?}"))
-}
 
 /// One llama-server for all checks: a sweep spanning 1k…16k, then the cache demonstration,
 /// then the OpenAI route (sequential: the server has one slot and two cores).

@@ -20,13 +20,7 @@ fn turn_values(metric: Metric, samples: &[Sample], p: &DepthPoint) -> Vec<f64> {
                 && s.depth_tokens == Some(p.depth_tokens)
                 && s.turn_tokens == Some(p.turn_tokens)
         })
-        .filter_map(|s| match metric {
-            Metric::Ttft => s.ttft_s,
-            Metric::PrefillTps => s.prefill_tps,
-            Metric::DecodeTps => s.decode_tps,
-            Metric::ItlP50 => s.itl_p50_s,
-            Metric::ItlP99 => s.itl_p99_s,
-        })
+        .filter_map(|s| super::metric_of(metric, s))
         .collect()
 }
 

@@ -129,6 +129,17 @@ pub fn higher_is_better(metric: Metric) -> bool {
     !matches!(metric, Metric::Ttft | Metric::ItlP50 | Metric::ItlP99)
 }
 
+/// One sample's value of `metric`.
+pub(crate) fn metric_of(metric: Metric, s: &Sample) -> Option<f64> {
+    match metric {
+        Metric::Ttft => s.ttft_s,
+        Metric::PrefillTps => s.prefill_tps,
+        Metric::DecodeTps => s.decode_tps,
+        Metric::ItlP50 => s.itl_p50_s,
+        Metric::ItlP99 => s.itl_p99_s,
+    }
+}
+
 /// The values a point's median of `metric` is taken over: valid samples, streamed ones
 /// first (two-point ones where nothing was streamed), as in `summarize`.
 pub fn metric_values(metric: Metric, samples: &[Sample], context_tokens: u64) -> Vec<f64> {
@@ -139,13 +150,7 @@ pub fn metric_values(metric: Metric, samples: &[Sample], context_tokens: u64) ->
     let of = |method: &str| -> Vec<f64> {
         at.iter()
             .filter(|s| s.method == method)
-            .filter_map(|s| match metric {
-                Metric::Ttft => s.ttft_s,
-                Metric::PrefillTps => s.prefill_tps,
-                Metric::DecodeTps => s.decode_tps,
-                Metric::ItlP50 => s.itl_p50_s,
-                Metric::ItlP99 => s.itl_p99_s,
-            })
+            .filter_map(|s| metric_of(metric, s))
             .collect()
     };
     let has_stream = at.iter().any(|s| s.method == "stream");
