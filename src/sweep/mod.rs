@@ -42,7 +42,9 @@ impl SweepResult {
             exit::INTERRUPTED
         } else if pts.is_empty() || pts.iter().all(|p| p.n_valid == 0) {
             exit::NOTHING_VALID
-        } else if pts.iter().any(|p| p.n_valid == 0) {
+        } else if pts.iter().any(|p| p.n_valid == 0)
+            || self.summary.depth.iter().any(|d| d.n_valid == 0)
+        {
             exit::PARTIAL
         } else {
             exit::OK
