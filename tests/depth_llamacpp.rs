@@ -28,7 +28,7 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
             "--turn-tokens",
             "512",
             "--reps",
-            "2",
+            "3",
             "--output-tokens",
             "16",
         ],
@@ -38,7 +38,7 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
     assert_eq!(cfg.reuse_hints, vec!["cache_prompt=true", "id_slot=0"]);
     assert_eq!(cfg.reuse_evidence, "server_counts");
     let turns: Vec<&Sample> = r.samples.iter().filter(|s| s.method == "turn").collect();
-    assert_eq!(turns.len(), 6);
+    assert_eq!(turns.len(), 9);
     // Every turn's figures first, so a failure shows them all.
     for s in &turns {
         println!(
@@ -53,13 +53,10 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
             timing(s, "predicted_n") / (timing(s, "predicted_ms") / 1e3)
         );
     }
+    // Counts are exact per turn.
     for s in &turns {
         let d = s.depth_tokens.unwrap() as f64;
         let (cache_n, prompt_n) = (timing(s, "cache_n"), timing(s, "prompt_n"));
-        let ttft = s.ttft_s.unwrap();
-        let prompt_s = timing(s, "prompt_ms") / 1e3;
-        let server_prefill = prompt_n / prompt_s;
-        let server_decode = timing(s, "predicted_n") / (timing(s, "predicted_ms") / 1e3);
         assert!(s.valid, "{s:?}");
         assert!(
             (cache_n - d).abs() <= PAGE,
@@ -74,21 +71,37 @@ async fn llama_server_reuses_the_prefix_and_prefills_only_the_turn() {
             Some(cache_n as u64),
             "ctxbench read cache_n"
         );
+    }
+    // Timings are compared as medians over the repetitions of a depth, as the peer test's
+    // summary check does: one scheduling stall of a loaded 2-core machine (a 230 ms one was
+    // seen while other builds ran) must not decide alone.
+    for p in &r.summary.depth {
+        let at: Vec<&&Sample> = turns
+            .iter()
+            .filter(|s| s.depth_tokens == Some(p.depth_tokens))
+            .collect();
+        let med = |f: &dyn Fn(&Sample) -> f64| {
+            let xs: Vec<f64> = at.iter().map(|s| f(s)).collect();
+            ctxbench::stats::median(&xs).unwrap()
+        };
+        let server_prefill = med(&|s| timing(s, "prompt_n") / (timing(s, "prompt_ms") / 1e3));
+        let server_decode = med(&|s| timing(s, "predicted_n") / (timing(s, "predicted_ms") / 1e3));
+        let (prefill, decode) = (p.prefill_tps.unwrap().median, p.decode_tps.unwrap().median);
+        let d = p.depth_tokens;
         assert!(
-            rel(s.prefill_tps.unwrap(), server_prefill) < RATE_TOL,
-            "marginal prefill {:?} vs {server_prefill}",
-            s.prefill_tps
+            rel(prefill, server_prefill) < RATE_TOL,
+            "depth {d}: marginal prefill {prefill} vs server {server_prefill}"
         );
         assert!(
-            rel(s.decode_tps.unwrap(), server_decode) < RATE_TOL,
-            "decode {:?} vs {server_decode}",
-            s.decode_tps
+            rel(decode, server_decode) < RATE_TOL,
+            "depth {d}: decode {decode} vs server {server_decode}"
         );
         // The peer test's bound on what lies outside the server's prefill timer.
-        let dt = ttft - prompt_s;
+        let dt = med(&|s| s.ttft_s.unwrap() - timing(s, "prompt_ms") / 1e3);
+        let ttft = p.ttft_s.unwrap().median;
         assert!(
             dt >= 0.0 && dt < 0.020 + 0.01 * ttft,
-            "TTFT - prompt_ms = {dt} s"
+            "depth {d}: TTFT - prompt_ms = {dt} s"
         );
     }
     // The cold requests at depth + turn really were cold, and the turn is cheaper deep down.
