@@ -29,6 +29,9 @@ const TURN: u64 = 1024;
 /// are compared, so one ~10 ms scheduling stall on a loaded 2-core machine (seen) does not
 /// decide; the rest of the 5 % the issue sets is headroom for such delays.
 const TURN_TTFT_TOL: f64 = 0.05;
+/// The cold figures beside the turns are ordinary sweep points: the sweep's own prefill
+/// tolerance (tests/sweep_sim.rs PREFILL_TOL) applies.
+const COLD_TTFT_TOL: f64 = 0.10;
 /// Decode rate at depth (medians over the repetitions): as the sweep's own decode tolerance
 /// (tests/sweep_sim.rs). The simulator sleeps to absolute deadlines, so a first token late by
 /// δ shortens the measured decode window by δ: 64 tokens (~300 ms of decode at 12k) keep a
@@ -126,13 +129,13 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
         let model_ratio = COST.prefill_s(0, d + TURN) / COST.prefill_s(d, d + TURN);
         let cold = p.cold_ttft_s.unwrap().median;
         assert!(
-            rel(cold, COST.prefill_s(0, d + TURN)) < TURN_TTFT_TOL,
+            rel(cold, COST.prefill_s(0, d + TURN)) < COLD_TTFT_TOL,
             "cold {cold}"
         );
         let speedup = p.ttft_speedup.unwrap();
-        // Each median is within 5 %, so their ratio within about 10 %.
+        // The ratio's error is at most the sum of its two medians' errors.
         assert!(
-            rel(speedup, model_ratio) < 2.0 * TURN_TTFT_TOL,
+            rel(speedup, model_ratio) < TURN_TTFT_TOL + COLD_TTFT_TOL,
             "depth {d}: speedup {speedup:.2} vs {model_ratio:.2}"
         );
         assert_eq!((p.n_valid, p.attempts), (3, 3));
