@@ -116,16 +116,40 @@ pub struct SweepArgs {
     /// Write an HTML report at the end (and after each point).
     #[arg(long)]
     pub html: Option<PathBuf>,
+    /// Depth mode: a new turn on a cached prefix of each of these depths (tokens, `k` = x1024,
+    /// 0 allowed), beside a cold request of the same total length. Each prefix is primed once
+    /// (excluded), then each repetition sends it plus a fresh --turn-tokens suffix; a turn
+    /// whose prefix the server did not serve from cache is flagged prefix_miss. Replaces --lengths:
+    /// the cold points are depth + turn tokens.
+    /// Example: --depth 0,8k,32k --turn-tokens 512
+    #[arg(long, value_name = "DEPTHS")]
+    pub depth: Option<String>,
+    /// Depth mode: tokens of the new turn (the uncached suffix; `k` = x1024).
+    #[arg(long, default_value = "512", value_parser = crate::lengths::parse_count_arg)]
+    pub turn_tokens: u64,
     /// Options for the built-in simulator, when no `--url` is given.
     #[command(flatten)]
     pub sim: crate::sim::SimCostArgs,
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Examples:\n  ctxbench probe --url http://127.0.0.1:30000\n  ctxbench probe --url http://127.0.0.1:8080 --cache-capacity --prefix-tokens 8k"
+)]
 pub struct ProbeArgs {
     /// Server base URL.
     #[arg(long)]
     pub url: String,
+    /// Also measure how many distinct prefixes the prefix cache keeps: prime prefixes of
+    /// --prefix-tokens until the first is evicted (sends requests; flushes where offered).
+    #[arg(long)]
+    pub cache_capacity: bool,
+    /// With --cache-capacity: tokens per primed prefix (`k` = x1024).
+    #[arg(long, default_value = "4k", value_parser = crate::lengths::parse_count_arg)]
+    pub prefix_tokens: u64,
+    /// With --cache-capacity: stop after this many prefixes kept.
+    #[arg(long, default_value_t = 64)]
+    pub max_prefixes: u32,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Environment variable holding the API key (default OPENAI_API_KEY when set).

@@ -3,6 +3,7 @@
 //! `run` is the whole program behind a thin `main`, so tests drive the same entry point.
 
 pub mod backend;
+pub mod cache_capacity;
 pub mod capacity;
 pub mod choices;
 pub mod cli;

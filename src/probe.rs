@@ -17,16 +17,69 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<u8> {
             strip_credentials(&args.url)
         )
     })?;
-    let http = Http::new(&args.url, key)?;
+    let http = Http::new(&args.url, key.clone())?;
     let info = detect::probe(&http)
         .await
         .map_err(|e| anyhow::anyhow!("{}", http.redact(&format!("{e:#}"))))?;
-    let text = match args.format {
-        Format::Json => serde_json::to_string_pretty(&info)? + "\n",
-        _ => render(&strip_credentials(&args.url), &info),
+    let capacity = if args.cache_capacity {
+        Some(cache_capacity(&args, key, &info).await?)
+    } else {
+        None
+    };
+    let text = match (args.format, &capacity) {
+        (Format::Json, None) => serde_json::to_string_pretty(&info)? + "\n",
+        (Format::Json, Some(c)) => {
+            serde_json::to_string_pretty(&serde_json::json!({"server": info, "cache_capacity": c}))?
+                + "\n"
+        }
+        (_, c) => {
+            render(&strip_credentials(&args.url), &info)
+                + &c.as_ref()
+                    .map(crate::cache_capacity::render)
+                    .unwrap_or_default()
+        }
     };
     print!("{text}");
     Ok(crate::exit::OK)
+}
+
+/// `--cache-capacity`: connect a backend as `sweep` would and search.
+async fn cache_capacity(
+    args: &ProbeArgs,
+    key: Option<String>,
+    info: &ServerInfo,
+) -> anyhow::Result<crate::cache_capacity::CacheCapacity> {
+    let conn = crate::backend::connect(
+        &args.url,
+        crate::cli::ApiChoice::Auto,
+        crate::cli::Endpoint::Completions,
+        None,
+        key,
+    )
+    .await?;
+    let backend = conn.backend.as_ref();
+    let ceiling = info.context_length.map(|c| c.saturating_sub(1));
+    if ceiling.is_some_and(|c| args.prefix_tokens > c) {
+        anyhow::bail!(
+            "--prefix-tokens {} exceeds the server's context limit of {} tokens",
+            args.prefix_tokens,
+            info.context_length.unwrap_or(0)
+        );
+    }
+    let mut prompts = crate::sweep::prompts::PromptSource::prepare(backend, false, ceiling).await?;
+    eprintln!(
+        "probing the prefix cache: priming distinct {}-token prefixes until the first is evicted",
+        args.prefix_tokens
+    );
+    crate::cache_capacity::measure(
+        backend,
+        &mut prompts,
+        args.prefix_tokens,
+        args.max_prefixes,
+        info.page_size.unwrap_or(16),
+        info.kv_pool_tokens,
+    )
+    .await
 }
 
 fn or_unknown<T: ToString>(v: Option<T>) -> String {

@@ -90,6 +90,20 @@ pub struct RunConfig {
     /// The built-in simulator's settings, when it was the target (its port changes per run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulator: Option<String>,
+    /// `sweep --depth`: the depths, the turn size and the reuse hints sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<DepthConfig>,
+}
+
+/// How a depth run (`sweep --depth`) was set up.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DepthConfig {
+    pub depths: Vec<u64>,
+    pub turn_tokens: u64,
+    /// Hints set so that the server reuses the prefix (e.g. llama.cpp `cache_prompt=true`).
+    pub reuse_hints: Vec<String>,
+    /// `server_counts` when the server reports cached tokens, else `timing`.
+    pub reuse_evidence: String,
 }
 
 /// One measured request (or one two-point pair).
@@ -123,6 +137,12 @@ pub struct Sample {
     pub flags: Vec<Flag>,
     pub needle: Option<NeedleResult>,
     pub server_timings: Option<Value>,
+    /// `sweep --depth`: tokens of the cached prefix this turn sits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth_tokens: Option<u64>,
+    /// `sweep --depth`: tokens of the fresh suffix (the turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -152,6 +172,36 @@ pub struct Summary {
     /// Notes a reader must see (truncation onset, cache hits inferred from timing, …).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// `sweep --depth`: per depth, the warm turn beside the cold figures at the same length.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depth: Vec<DepthPoint>,
+}
+
+/// One depth of a `sweep --depth` run: a turn of `turn_tokens` on a cached prefix of
+/// `depth_tokens`, beside a cold request of the same total length.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DepthPoint {
+    pub depth_tokens: u64,
+    pub turn_tokens: u64,
+    pub attempts: usize,
+    pub n_valid: usize,
+    pub n_failed: usize,
+    #[serde(default)]
+    pub flags: std::collections::BTreeMap<String, usize>,
+    /// Median cached tokens the server reported for the turns (≈ depth when reused).
+    pub cached_tokens: Option<u64>,
+    /// TTFT of the turn.
+    pub ttft_s: Option<Stat>,
+    /// Marginal prefill rate: suffix tokens / TTFT of the turn.
+    pub prefill_tps: Option<Stat>,
+    /// Decode rate at depth + suffix.
+    pub decode_tps: Option<Stat>,
+    /// The cold request at depth + suffix tokens, measured in the same run.
+    pub cold_ttft_s: Option<Stat>,
+    pub cold_prefill_tps: Option<Stat>,
+    pub cold_decode_tps: Option<Stat>,
+    /// Median cold TTFT / median turn TTFT: what the cache saves, as one ratio.
+    pub ttft_speedup: Option<f64>,
 }
 
 /// Median and spread of one metric over the valid samples of a point.
@@ -266,6 +316,12 @@ flags! {
     // Measured over a reused connection to a server whose small writes wait for the
     // client's delayed ACK (Nagle on): TTFT holds ~40 ms that is not the server's.
     TransportDelay = "transport_delay", TRANSPORT_DELAY, invalidates: true;
+    // A depth turn whose prefix was not served from cache (evicted or not reused).
+    PrefixMiss = "prefix_miss", PREFIX_MISS, invalidates: true;
+    // As `prefix_miss`, judged from timing where the server reports no cached tokens.
+    PrefixMissInferred = "prefix_miss_inferred", PREFIX_MISS_INFERRED, invalidates: true;
+    // The request that put a depth prefix in the cache: recorded, never a result.
+    Priming = "priming", PRIMING, invalidates: true;
 }
 
 impl std::fmt::Display for Flag {

@@ -260,6 +260,7 @@ mod tests {
                 prompt_mode: "token_ids".into(),
                 rtt_s: Some(0.001),
                 simulator: None,
+                depth: None,
             },
         })
     }

@@ -60,6 +60,10 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
 }
 
 pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
+    // Depth turns and primings are summarised per depth, apart from the cold points.
+    let (depth, depth_notes) = crate::sweep::depth::summary::summarize(samples, errors);
+    let (cold_samples, cold_errors) = without_depth(samples, errors);
+    let (samples, errors) = (&cold_samples[..], &cold_errors[..]);
     let mut lengths: Vec<u64> = samples
         .iter()
         .map(|s| s.context_tokens)
@@ -172,11 +176,29 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
             "the server truncated prompts silently from {n} tokens on: results at and beyond it are invalid"
         ));
     }
+    notes.extend(depth_notes);
     Summary {
         points,
         fit: Value::Null,
         notes,
+        depth,
     }
+}
+
+fn without_depth(samples: &[Sample], errors: &[ErrorRecord]) -> (Vec<Sample>, Vec<ErrorRecord>) {
+    use crate::sweep::depth::summary::{is_depth_error, is_depth_sample};
+    (
+        samples
+            .iter()
+            .filter(|s| !is_depth_sample(s))
+            .cloned()
+            .collect(),
+        errors
+            .iter()
+            .filter(|e| !is_depth_error(e))
+            .cloned()
+            .collect(),
+    )
 }
 
 /// `summarize`, plus the fitted scaling laws where enough points exist.

@@ -2,10 +2,9 @@
 //! `timings` are the ground truth the client-side numbers are held against.
 
 mod common;
-use common::llama::LlamaServer;
+use common::llama::{LlamaServer, timing};
 use common::{flags, rel};
 use ctxbench::record::{Sample, flag};
-use serde_json::Value;
 
 /// What separates a client timestamp from the server's own, when nothing waits for a core:
 /// loopback send and receive, task queueing and slot launch in llama-server (measured
@@ -71,14 +70,6 @@ fn check_prefill(s: &Sample) {
         rel(p, server_prefill) <= gap / ttft + 1e-9,
         "prefill {p} vs {server_prefill}"
     );
-}
-
-fn timing(s: &Sample, key: &str) -> f64 {
-    s.server_timings
-        .as_ref()
-        .and_then(|t| t.get(key))
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("timings.{key} missing: {s:?}"))
 }
 
 /// One llama-server for all checks: a sweep spanning 1k…16k, then the cache demonstration,

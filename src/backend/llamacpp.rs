@@ -12,6 +12,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// The slot pinned for requests meant to reuse a cached prefix (`id_slot`).
+pub const REUSE_SLOT: u32 = 0;
+
 pub struct LlamaCpp {
     pub http: Http,
     pub flusher: Flusher,
@@ -32,7 +35,7 @@ impl Backend for LlamaCpp {
             Prompt::Ids(ids) => json!(ids),
             Prompt::Text(t) => json!(t),
         };
-        let body = json!({
+        let mut body = json!({
             "prompt": prompt,
             "n_predict": req.max_tokens,
             "ignore_eos": req.ignore_eos,
@@ -40,6 +43,10 @@ impl Backend for LlamaCpp {
             "temperature": 0.0,
             "stream": true,
         });
+        // A prompt is reused only within the slot that holds it: pin one when reuse is wanted.
+        if req.cache_prompt {
+            body["id_slot"] = json!(REUSE_SLOT);
+        }
         super::stream_completion(
             &self.http,
             "/completion",

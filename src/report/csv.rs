@@ -27,5 +27,6 @@ pub fn render(summary: &Summary) -> String {
             flags.join(";"),
         ));
     }
+    out.push_str(&super::depth::csv(summary));
     out
 }

@@ -18,6 +18,7 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
     for r in table::rows(summary) {
         out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
+    out.push_str(&super::depth::markdown(summary));
     for n in &summary.notes {
         out.push_str(&format!("\n> note: {n}\n"));
     }

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod depth;
 pub mod escape;
 pub mod html;
 pub mod markdown;

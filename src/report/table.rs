@@ -79,6 +79,7 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
         out.push_str(&line(r.iter().map(String::as_str).collect()));
     }
     out.push_str(&needle_table(summary));
+    out.push_str(&super::depth::text(summary));
     for n in &summary.notes {
         out.push_str(&format!("note: {n}\n"));
     }

@@ -1,6 +1,7 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
 pub mod allowance;
+pub mod depth;
 pub mod exact_text;
 pub mod measure;
 pub mod points;
@@ -44,7 +45,9 @@ impl SweepResult {
             exit::INTERRUPTED
         } else if pts.is_empty() || pts.iter().all(|p| p.n_valid == 0) {
             exit::NOTHING_VALID
-        } else if pts.iter().any(|p| p.n_valid == 0) {
+        } else if pts.iter().any(|p| p.n_valid == 0)
+            || self.summary.depth.iter().any(|d| d.n_valid == 0)
+        {
             exit::PARTIAL
         } else {
             exit::OK
@@ -85,6 +88,8 @@ struct Plan {
     lengths: Vec<crate::lengths::LengthSpec>,
     depths: Vec<f64>,
     timeout: TimeoutPolicy,
+    /// `--depth`: turns on cached prefixes, beside cold points at the same totals.
+    depth: Option<depth::DepthPlan>,
 }
 
 fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
@@ -109,10 +114,22 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
             )),
         })
         .collect::<anyhow::Result<Vec<f64>>>()?;
+    let depth = match &args.depth {
+        Some(d) => Some(depth::DepthPlan::parse(d, args.turn_tokens)?),
+        None => None,
+    };
     Ok(Plan {
-        lengths,
+        lengths: match &depth {
+            Some(d) => d
+                .totals()
+                .into_iter()
+                .map(crate::lengths::LengthSpec::Tokens)
+                .collect(),
+            None => lengths,
+        },
         depths,
         timeout: TimeoutPolicy::parse(&args.timeout)?,
+        depth,
     })
 }
 
@@ -174,6 +191,9 @@ async fn run_connected(
             .clone()
             .unwrap_or_else(|| "server".into()),
     });
+    if let Some(d) = &plan.depth {
+        d.check_limit(args.output_tokens, limit.as_ref())?;
+    }
     let lengths = points::resolve(&plan.lengths, args.output_tokens, limit.as_ref())?;
     let prompt_limit = info.max_input_tokens.map(|t| points::Limit {
         tokens: t,
@@ -285,6 +305,10 @@ async fn run_connected(
             prompt_mode: session.prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
             simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
+            depth: plan
+                .depth
+                .as_ref()
+                .map(|d| d.config(backend.api(), info.reports_cached_tokens == Some(true))),
         },
     };
     let (mut writer, mut samples, mut errors) = match &args.out {
@@ -330,7 +354,11 @@ async fn run_connected(
         }
     }
 
-    for s in samples.iter().filter(|s| s.valid) {
+    // Depth turns are warm: their TTFT says nothing about a cold request's deadline.
+    for s in samples
+        .iter()
+        .filter(|s| s.valid && s.depth_tokens.is_none())
+    {
         if let Some(t) = s.ttft_s {
             plan.timeout.observe(s.context_tokens, t, s.decode_tps);
         }
@@ -445,6 +473,19 @@ async fn run_connected(
                 }
             }
         }
+    }
+    if let Some(d) = plan.depth.as_ref().filter(|_| !interrupted) {
+        let turns = depth::Turns {
+            session: &mut session,
+            writer: &mut writer,
+            samples: &mut samples,
+            errors: &mut errors,
+            timeout: &plan.timeout,
+            stop: &stop,
+            bar: &bar,
+            reps,
+        };
+        interrupted = depth::run(d, turns).await?;
     }
     bar.finish_and_clear();
     listener.abort();

@@ -36,6 +36,15 @@ fn from_env_or_script(var: &str, script: &str) -> PathBuf {
     p
 }
 
+/// One of llama-server's own `timings` recorded on a sample (e.g. `prompt_ms`, `cache_n`).
+pub fn timing(s: &ctxbench::record::Sample, key: &str) -> f64 {
+    s.server_timings
+        .as_ref()
+        .and_then(|t| t.get(key))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or_else(|| panic!("timings.{key} missing: {s:?}"))
+}
+
 pub struct LlamaServer {
     child: Child,
     pub url: String,

@@ -65,6 +65,7 @@ pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
             prompt_mode: "token_ids".into(),
             rtt_s: Some(0.0002),
             simulator: None,
+            depth: None,
         },
     }
 }

@@ -2,6 +2,7 @@
 //! B/A and a bootstrap interval from the repetitions, with changes inside the noise marked.
 
 pub mod bootstrap;
+pub mod depth;
 pub mod html;
 pub mod render;
 
@@ -118,6 +119,8 @@ pub struct Comparison {
     pub points: Vec<PointChange>,
     pub only_in_a: Vec<u64>,
     pub only_in_b: Vec<u64>,
+    /// `sweep --depth` turns per depth in both runs (`context_tokens` holds the depth).
+    pub depth: Vec<PointChange>,
     /// Differences a reader must know (other output length, method, model, …).
     pub notes: Vec<String>,
 }
@@ -125,6 +128,17 @@ pub struct Comparison {
 /// Whether a larger value of `metric` is an improvement.
 pub fn higher_is_better(metric: Metric) -> bool {
     !matches!(metric, Metric::Ttft | Metric::ItlP50 | Metric::ItlP99)
+}
+
+/// One sample's value of `metric`.
+pub(crate) fn metric_of(metric: Metric, s: &Sample) -> Option<f64> {
+    match metric {
+        Metric::Ttft => s.ttft_s,
+        Metric::PrefillTps => s.prefill_tps,
+        Metric::DecodeTps => s.decode_tps,
+        Metric::ItlP50 => s.itl_p50_s,
+        Metric::ItlP99 => s.itl_p99_s,
+    }
 }
 
 /// The values a point's median of `metric` is taken over: valid samples, streamed ones
@@ -137,13 +151,7 @@ pub fn metric_values(metric: Metric, samples: &[Sample], context_tokens: u64) ->
     let of = |method: &str| -> Vec<f64> {
         at.iter()
             .filter(|s| s.method == method)
-            .filter_map(|s| match metric {
-                Metric::Ttft => s.ttft_s,
-                Metric::PrefillTps => s.prefill_tps,
-                Metric::DecodeTps => s.decode_tps,
-                Metric::ItlP50 => s.itl_p50_s,
-                Metric::ItlP99 => s.itl_p99_s,
-            })
+            .filter_map(|s| metric_of(metric, s))
             .collect()
     };
     let (stream, two_point) = (Method::Stream.name(), Method::TwoPoint.name());
@@ -156,7 +164,12 @@ pub fn metric_values(metric: Metric, samples: &[Sample], context_tokens: u64) ->
 }
 
 fn lengths(samples: &[Sample]) -> Vec<u64> {
-    let mut v: Vec<u64> = samples.iter().map(|s| s.context_tokens).collect();
+    // Depth turns and primings are compared per depth, not as cold points.
+    let mut v: Vec<u64> = samples
+        .iter()
+        .filter(|s| !crate::sweep::depth::summary::is_depth_sample(s))
+        .map(|s| s.context_tokens)
+        .collect();
     v.sort_unstable();
     v.dedup();
     v
@@ -333,6 +346,7 @@ pub fn compare(
         points,
         only_in_a,
         only_in_b,
+        depth: depth::changes(a, b),
         notes,
     })
 }

@@ -17,10 +17,11 @@ pub const HEADER: [&str; 7] = [
 ];
 
 pub fn render(c: &Comparison, format: Format) -> String {
+    let depth = super::depth::text(&c.depth, format);
     match format {
-        Format::Table => table(c),
-        Format::Markdown => markdown(c),
-        Format::Csv => csv(c),
+        Format::Table => table(c) + &depth,
+        Format::Markdown => markdown(c) + &depth,
+        Format::Csv => csv(c) + &depth,
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(c)).unwrap_or_default();
             s.push('\n');
@@ -183,7 +184,7 @@ fn csv(c: &Comparison) -> String {
 }
 
 /// Metric names with their units, as in the result file.
-fn key(m: Metric) -> &'static str {
+pub(crate) fn key(m: Metric) -> &'static str {
     match m {
         Metric::Ttft => "ttft_s",
         Metric::PrefillTps => "prefill_tps",
@@ -225,5 +226,6 @@ pub fn to_json(c: &Comparison) -> Value {
         "only_in_a": c.only_in_a,
         "only_in_b": c.only_in_b,
         "notes": c.notes,
+        "depth": super::depth::json(&c.depth),
     })
 }

@@ -31,6 +31,7 @@ pub fn render(
     body.push_str(&notes(&summary.notes));
     body.push_str(&summary_table(summary));
     body.push_str(&charts(summary, &fit));
+    body.push_str(&crate::report::depth::html(summary));
     body.push_str(&fit::section(summary, &fit));
     body.push_str(&samples::needle_grid(summary));
     body.push_str(&samples::flagged(samples, errors));
