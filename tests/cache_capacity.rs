@@ -18,9 +18,14 @@ async fn the_search_finds_how_many_prefixes_the_pool_keeps() {
     .await
     .unwrap();
     let backend = conn.backend.as_ref();
-    let mut prompts = ctxbench::sweep::prompts::PromptSource::prepare(backend, false, None)
-        .await
-        .unwrap();
+    let mut prompts = ctxbench::sweep::prompts::PromptSource::prepare(
+        backend,
+        false,
+        None,
+        &mut ctxbench::prompt::NonceSource::from_entropy(),
+    )
+    .await
+    .unwrap();
     let pool = conn.info.kv_pool_tokens;
     assert_eq!(pool, Some(32768));
     let c = ctxbench::cache_capacity::measure(backend, &mut prompts, 3072, 64, 16, pool)

@@ -66,7 +66,7 @@ async fn a_turn_costs_the_suffix_prefill_and_the_marginal_rate_falls_with_depth(
     assert!(
         primings
             .iter()
-            .all(|p| !p.valid && p.flags.contains(&flag::PRIMING.to_string()))
+            .all(|p| !p.valid && p.flags.contains(&flag::PRIMING))
     );
     // The turns ran last, in order: the last nine 64-token requests the simulator served
     // (primings ask for one token).
@@ -199,9 +199,14 @@ async fn evicted_turns(
     .unwrap();
     let reports = conn.info.reports_cached_tokens == Some(true);
     let backend = EvictAfterPriming(conn.backend);
-    let prompts = ctxbench::sweep::prompts::PromptSource::prepare(&backend, false, None)
-        .await
-        .unwrap();
+    let prompts = ctxbench::sweep::prompts::PromptSource::prepare(
+        &backend,
+        false,
+        None,
+        &mut ctxbench::prompt::NonceSource::from_entropy(),
+    )
+    .await
+    .unwrap();
     let mut session = ctxbench::sweep::session::Session {
         backend: &backend,
         prompts,
@@ -261,11 +266,7 @@ async fn a_prefix_evicted_after_priming_is_a_prefix_miss() {
     assert_eq!(turns.len(), 2);
     for t in turns {
         assert!(!t.valid, "{t:?}");
-        assert!(
-            t.flags.contains(&flag::PREFIX_MISS.to_string()),
-            "{:?}",
-            t.flags
-        );
+        assert!(t.flags.contains(&flag::PREFIX_MISS), "{:?}", t.flags);
         assert!(t.cached_tokens.unwrap() < 8192 - 16);
     }
     assert!(notes.iter().any(|n| n.contains("prefix_miss")), "{notes:?}");
@@ -319,7 +320,7 @@ async fn without_cached_counts_reuse_is_inferred_from_timing() {
     let (samples, _) = evicted_turns(&flags, ctxbench::cli::ApiChoice::Openai).await;
     for t in samples.iter().filter(|s| s.method == "turn") {
         assert!(
-            t.flags.contains(&flag::PREFIX_MISS_INFERRED.to_string()) && !t.valid,
+            t.flags.contains(&flag::PREFIX_MISS_INFERRED) && !t.valid,
             "{t:?}"
         );
     }

@@ -260,8 +260,7 @@ fn priming_sample(c: &Completion, depth: u64, turn: u64, sent: Option<u64>) -> S
     s.method = PRIMING.into();
     s.depth_tokens = Some(depth);
     s.turn_tokens = Some(turn);
-    s.flags.push(flag::PRIMING.into());
-    s.valid = false;
+    s.push_flag(flag::PRIMING);
     s
 }
 

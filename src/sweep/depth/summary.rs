@@ -65,7 +65,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> (Vec<DepthPoint>
             .count();
         let mut flags = BTreeMap::new();
         for f in turns.iter().flat_map(|s| &s.flags) {
-            *flags.entry(f.clone()).or_insert(0) += 1;
+            *flags.entry(f.name().to_string()).or_insert(0) += 1;
         }
         let cached: Vec<f64> = turns
             .iter()
@@ -115,7 +115,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> (Vec<DepthPoint>
         .iter()
         .map(|p| {
             p.flags
-                .get(crate::record::flag::PREFIX_MISS)
+                .get(crate::record::flag::PREFIX_MISS.name())
                 .copied()
                 .unwrap_or(0)
         })
@@ -181,7 +181,7 @@ mod tests {
             flags: if valid {
                 vec![]
             } else {
-                vec![flag::PREFIX_MISS.into()]
+                vec![flag::PREFIX_MISS]
             },
             ..Sample::default()
         }
@@ -212,7 +212,7 @@ mod tests {
         assert!((p.ttft_s.unwrap().median - 0.11).abs() < 1e-12);
         assert!((p.cold_ttft_s.unwrap().median - 1.1).abs() < 1e-12);
         assert!((p.ttft_speedup.unwrap() - 10.0).abs() < 1e-9);
-        assert_eq!(p.flags[flag::PREFIX_MISS], 1);
+        assert_eq!(p.flags[flag::PREFIX_MISS.name()], 1);
         assert!(notes.iter().any(|n| n.contains("prefix_miss")), "{notes:?}");
     }
 

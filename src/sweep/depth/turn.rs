@@ -38,8 +38,7 @@ pub fn turn_sample(c: &Completion, t: &TurnShape) -> Sample {
     s.turn_tokens = Some(t.turn_tokens);
     match c.cached_tokens {
         Some(cached) if cached + page < t.depth_tokens => {
-            s.flags.push(flag::PREFIX_MISS.into());
-            s.valid = false;
+            s.push_flag(flag::PREFIX_MISS);
         }
         Some(_) => {}
         // No cached count: the marginal rate is over the tokens beyond the depth.
@@ -68,8 +67,7 @@ pub fn infer_prefix_miss(s: &mut Sample, cold_ttft_s: Option<f64>, prime_ttft_s:
     if let Some(threshold) = timing_threshold(cold, prime)
         && t > threshold
     {
-        s.flags.push(flag::PREFIX_MISS_INFERRED.into());
-        s.valid = false;
+        s.push_flag(flag::PREFIX_MISS_INFERRED);
     }
 }
 
@@ -138,16 +136,16 @@ mod tests {
         // Whole pages: 8176 of 8192 is within a page, 8160 is not.
         assert!(turn_sample(&completion(8704, Some(8176), 50), &shape(8192)).valid);
         let s = turn_sample(&completion(8704, Some(8160), 50), &shape(8192));
-        assert!(s.flags.contains(&flag::PREFIX_MISS.to_string()) && !s.valid);
+        assert!(s.flags.contains(&flag::PREFIX_MISS) && !s.valid);
         let s = turn_sample(&completion(8704, Some(0), 500), &shape(8192));
-        assert!(s.flags.contains(&flag::PREFIX_MISS.to_string()) && !s.valid);
+        assert!(s.flags.contains(&flag::PREFIX_MISS) && !s.valid);
     }
 
     #[test]
     fn a_cached_suffix_is_a_cache_hit() {
         let s = turn_sample(&completion(8704, Some(8192 + 256), 20), &shape(8192));
-        assert!(s.flags.contains(&flag::CACHE_HIT.to_string()) && !s.valid);
-        assert!(!s.flags.contains(&flag::PREFIX_MISS.to_string()));
+        assert!(s.flags.contains(&flag::CACHE_HIT) && !s.valid);
+        assert!(!s.flags.contains(&flag::PREFIX_MISS));
     }
 
     #[test]
@@ -160,7 +158,7 @@ mod tests {
         assert!(hit.valid, "{:?}", hit.flags);
         let mut miss = turn_sample(&completion(8704, None, 950), &shape(8192));
         infer_prefix_miss(&mut miss, Some(1.0), Some(0.9));
-        assert!(miss.flags.contains(&flag::PREFIX_MISS_INFERRED.to_string()) && !miss.valid);
+        assert!(miss.flags.contains(&flag::PREFIX_MISS_INFERRED) && !miss.valid);
         // A shallow prefix saves too little to tell.
         assert_eq!(timing_threshold(1.0, 0.1), None);
     }
