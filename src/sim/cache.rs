@@ -65,7 +65,7 @@ impl PrefixCache {
 }
 
 /// Key of each whole page, each depending on all tokens before it.
-fn page_keys(tokens: &[u32], page_tokens: u64) -> impl Iterator<Item = u128> + '_ {
+pub(super) fn page_keys(tokens: &[u32], page_tokens: u64) -> impl Iterator<Item = u128> + '_ {
     let mut prev: u128 = 0;
     tokens.chunks_exact(page_tokens as usize).map(move |page| {
         let half = |salt: u8| {

@@ -1,9 +1,11 @@
 //! The simulated server's lifecycle: the persona's routes, binding (port 0 = a free port),
 //! ground-truth access for tests, and shutdown.
 
+use super::scheduler::SeriesPoint;
 use super::state::SimState;
+use super::stats::EngineStats;
 use super::truth::RequestTruth;
-use super::{Persona, SimConfig, info, openai, sglang};
+use super::{Persona, SimConfig, debug, info, metrics, openai, sglang, vllm};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -64,12 +66,47 @@ impl SimServer {
         self.state.truth.clear();
     }
 
+    /// The engine's clock, s: the time base of every truth record and series point.
+    pub fn now_s(&self) -> f64 {
+        self.state.engine.now_s()
+    }
+
+    /// The engine's running/waiting/pool time series, oldest first.
+    pub fn series(&self) -> Vec<SeriesPoint> {
+        self.state
+            .engine
+            .with(|sched, _| sched.series().copied().collect())
+    }
+
+    /// The engine's cumulative counters and histograms (what `/metrics` exports).
+    pub fn stats(&self) -> EngineStats {
+        self.state.engine.with(|sched, _| sched.stats().clone())
+    }
+
+    /// Resize the KV pool now (running requests keep their pages; growth that no longer
+    /// fits preempts).
+    pub fn resize_pool(&self, tokens: u64) {
+        self.state
+            .engine
+            .with(|sched, now| sched.resize_pool(tokens, now));
+    }
+
+    /// How late each engine step ended, s (most recent last); for benches.
+    pub fn step_lateness_s(&self) -> Vec<f64> {
+        self.state.engine.lateness_s()
+    }
+
+    pub fn clear_step_lateness(&self) {
+        self.state.engine.clear_lateness();
+    }
+
     /// One line saying what is simulated, for the listening banner.
     pub fn describe(&self) -> String {
         let args = &self.state.config.cost;
         let persona = match args.persona {
             Persona::Sglang => "sglang",
             Persona::Openai => "openai",
+            Persona::Vllm => "vllm",
         };
         let cache = if args.no_cache {
             "off".to_string()
@@ -86,12 +123,20 @@ impl SimServer {
             "no faults".to_string()
         };
         format!(
-            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}",
+            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}{}, pool {} tokens, {faults}",
             self.state.config.model_name,
             args.context_length,
             if args.truncate { " (truncating)" } else { "" },
             args.spec,
             args.max_running,
+            if args.reject_when_full {
+                " (503 beyond)"
+            } else {
+                ""
+            },
+            self.state
+                .engine
+                .with(|sched, _| sched.pool().capacity_tokens()),
         )
     }
 
@@ -122,7 +167,9 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/health", get(info::health));
     let routes = match state.config.cost.persona {
         Persona::Openai => openai_routes,
+        Persona::Vllm => vllm::routes(openai_routes, state.config.cost.dev_mode),
         Persona::Sglang => openai_routes
+            .route("/metrics", get(metrics::metrics))
             .route("/generate", post(sglang::generate))
             .route(
                 "/flush_cache",
@@ -136,6 +183,7 @@ fn router(state: Arc<SimState>) -> Router {
             .route("/tokenize", post(sglang::tokenize_route)),
     };
     routes
+        .route("/sim/truth", get(debug::truth))
         .fallback(info::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
