@@ -580,3 +580,69 @@ fn emit(
         slot,
     }
 }
+
+/// What a virtual-clock run did.
+pub struct VirtualRun {
+    pub steps: Vec<Step>,
+    /// Every request, in the order it left.
+    pub records: Vec<EngineRecord>,
+    pub series: Vec<SeriesPoint>,
+    pub stats: EngineStats,
+    /// Still waiting when nothing more could run (a pool too small for them).
+    pub stuck: usize,
+}
+
+/// Run `arrivals` through the scheduler on a virtual clock, exactly as the real-time
+/// driver steps it but without sleeping: a request arriving during a step joins at the
+/// next step's start; an idle engine starts on the next arrival. `before_step(i, sched)`
+/// may change the engine before step `i` is planned (e.g. shrink the pool).
+pub fn run_virtual(
+    config: EngineConfig,
+    arrivals: Vec<NewRequest>,
+    mut before_step: impl FnMut(usize, &mut Scheduler),
+) -> VirtualRun {
+    let mut pending: VecDeque<NewRequest> = {
+        let mut v = arrivals;
+        v.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
+        v.into()
+    };
+    let mut sched = Scheduler::new(config);
+    let mut steps = Vec::new();
+    let mut last_end = 0.0;
+    loop {
+        if sched.is_idle() {
+            match pending.pop_front() {
+                Some(r) => sched.submit(r),
+                None => break,
+            }
+        }
+        before_step(steps.len(), &mut sched);
+        let start = sched.next_start(last_end);
+        while pending.front().is_some_and(|r| r.arrival_s <= start) {
+            sched.submit(pending.pop_front().expect("front exists"));
+        }
+        let Some(step) = sched.begin_step(start) else {
+            match pending.pop_front() {
+                Some(r) => {
+                    last_end = last_end.max(r.arrival_s);
+                    sched.submit(r);
+                    continue;
+                }
+                None => break,
+            }
+        };
+        while pending.front().is_some_and(|r| r.arrival_s < step.end_s) {
+            sched.submit(pending.pop_front().expect("front exists"));
+        }
+        last_end = step.end_s;
+        sched.end_step(step.clone());
+        steps.push(step);
+    }
+    VirtualRun {
+        steps,
+        records: sched.records.clone(),
+        series: sched.series.iter().copied().collect(),
+        stats: sched.stats.clone(),
+        stuck: sched.waiting.len(),
+    }
+}
