@@ -55,7 +55,10 @@ fn request(id: u64, len: u64, max_tokens: u64, arrival_s: f64) -> NewRequest {
 }
 
 fn record(run: &VirtualRun, id: u64) -> &ctxbench::sim::scheduler::EngineRecord {
-    run.records.iter().find(|r| r.id == id).expect("request finished")
+    run.records
+        .iter()
+        .find(|r| r.id == id)
+        .expect("request finished")
 }
 
 #[test]
@@ -139,7 +142,10 @@ fn one_request_in_flight_keeps_the_one_request_timings() {
     let run = run_virtual(cfg, vec![request(0, 4321, 5, 0.0)], |_, _| {});
     let ttft = record(&run, 0).first_token_s.unwrap();
     let model = COST.model;
-    assert!((ttft - model.prefill_s(0, 4321)).abs() < EXACT_S, "chunks telescope");
+    assert!(
+        (ttft - model.prefill_s(0, 4321)).abs() < EXACT_S,
+        "chunks telescope"
+    );
     let decode: Vec<_> = run
         .steps
         .iter()
