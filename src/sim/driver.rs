@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 
 /// Longest single sleep, so shutdown is seen promptly even during a long prefill step.
 const SLEEP_SLICE: Duration = Duration::from_millis(50);
-/// Lateness samples kept for `lateness_s` (the most recent).
-const MAX_LATENESS_SAMPLES: usize = 100_000;
+/// Step timings kept for `step_timings` (the most recent).
+const MAX_TIMING_SAMPLES: usize = 100_000;
 
 struct Inner {
     sched: Scheduler,
@@ -26,7 +26,16 @@ struct Shared {
     wake: Condvar,
     epoch: Instant,
     stopping: AtomicBool,
-    lateness: Mutex<VecDeque<f64>>,
+    timings: Mutex<VecDeque<StepTiming>>,
+}
+
+/// How one step went in real time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepTiming {
+    /// How late the engine woke for the step's end, s.
+    pub late_s: f64,
+    /// The engine's own work for the step (delivering its outputs, planning the next), s.
+    pub busy_s: f64,
 }
 
 impl Shared {
@@ -93,7 +102,7 @@ impl Engine {
             wake: Condvar::new(),
             epoch: Instant::now(),
             stopping: AtomicBool::new(false),
-            lateness: Mutex::new(VecDeque::new()),
+            timings: Mutex::new(VecDeque::new()),
         });
         let thread_shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -146,22 +155,20 @@ impl Engine {
         r
     }
 
-    /// How late each step's end was seen (s), most recent last.
-    pub fn lateness_s(&self) -> Vec<f64> {
-        let lateness = self
-            .shared
-            .lateness
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        lateness.iter().copied().collect()
+    /// Real-time figures of recent steps, most recent last.
+    pub fn step_timings(&self) -> Vec<StepTiming> {
+        self.timings().iter().copied().collect()
     }
 
-    pub fn clear_lateness(&self) {
+    pub fn clear_step_timings(&self) {
+        self.timings().clear();
+    }
+
+    fn timings(&self) -> MutexGuard<'_, VecDeque<StepTiming>> {
         self.shared
-            .lateness
+            .timings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clear();
     }
 
     /// Stop stepping; every request's output channel closes.
@@ -179,30 +186,35 @@ impl Drop for Engine {
 
 fn step_loop(shared: &Shared) {
     let mut last_end = 0.0;
+    let mut woke: Option<(Instant, f64)> = None;
     loop {
-        let Some(step) = next_step(shared, last_end) else {
+        let Some((step, planned)) = next_step(shared, last_end) else {
             shared.lock().outputs.clear();
             return;
         };
+        if let Some((at, late_s)) = woke.take() {
+            // Delivery of the last step, then planning this one (idle waits excluded).
+            let busy_s = (planned - at).as_secs_f64();
+            let mut timings = shared.timings.lock().unwrap_or_else(|p| p.into_inner());
+            if timings.len() >= MAX_TIMING_SAMPLES {
+                timings.pop_front();
+            }
+            timings.push_back(StepTiming { late_s, busy_s });
+        }
         let due = shared.epoch + Duration::from_secs_f64(step.end_s.max(0.0));
         if !sleep_until(shared, due) {
             continue;
         }
-        let late = Instant::now().saturating_duration_since(due).as_secs_f64();
-        {
-            let mut lateness = shared.lateness.lock().unwrap_or_else(|p| p.into_inner());
-            if lateness.len() >= MAX_LATENESS_SAMPLES {
-                lateness.pop_front();
-            }
-            lateness.push_back(late);
-        }
+        let now = Instant::now();
+        woke = Some((now, now.saturating_duration_since(due).as_secs_f64()));
         last_end = step.end_s;
         deliver(shared, step);
     }
 }
 
-/// Wait until a step can run and plan it; `None` once stopping.
-fn next_step(shared: &Shared, last_end: f64) -> Option<Step> {
+/// Wait until a step can run and plan it; `None` once stopping. Also says when the plan
+/// was made.
+fn next_step(shared: &Shared, last_end: f64) -> Option<(Step, Instant)> {
     let mut inner = shared.lock();
     loop {
         if shared.stopping.load(Ordering::SeqCst) {
@@ -210,7 +222,7 @@ fn next_step(shared: &Shared, last_end: f64) -> Option<Step> {
         }
         let start = inner.sched.next_start(last_end);
         if let Some(step) = inner.sched.begin_step(start) {
-            return Some(step);
+            return Some((step, Instant::now()));
         }
         inner = shared
             .wake

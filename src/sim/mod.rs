@@ -2,7 +2,6 @@
 //! known cost model, so ctxbench can be demonstrated anywhere and tested against ground truth.
 
 mod admission;
-pub mod cache;
 pub mod cost;
 mod debug;
 pub mod driver;
@@ -100,15 +99,18 @@ pub struct SimCostArgs {
     ///
     /// The engine runs in steps like SGLang's and vLLM's schedulers (continuous batching,
     /// chunked prefill). One step costs, in seconds:
-    ///   --sim-step-overhead
-    ///   + for each prefill chunk [c, e) in the step: (--sim-t0 on a request's first chunk)
-    ///     + (e−c)/p0 + q·(e²−c²)/2
-    ///   + if any request decodes: d0 + d1·Σ(context of each decoding request)
-    ///     + d2·(number of decoding requests)
-    /// With one request in flight this is exactly the one-request model (plus the overhead):
-    /// TTFT = t0 + (n−c)/p0 + q·(n²−c²)/2, each decode step d0 + d1·context.
+    ///
+    ///   step = overhead
+    ///     plus, for each prefill chunk [c, e) in the step:
+    ///       (t0 on a request's first chunk) + (e−c)/p0 + q·(e²−c²)/2
+    ///     plus, if any request decodes:
+    ///       d0 + d1·Σ(context of each decoding request) + d2·(decoding requests)
+    ///
+    /// With one request in flight this is exactly the one-request model (plus the
+    /// overhead): TTFT = t0 + (n−c)/p0 + q·(n²−c²)/2, each decode step d0 + d1·context.
+    ///
     /// Example: `--sim-step-overhead 0.002 --sim-d2 0.0001 --max-batch-tokens 2048`.
-    #[arg(long = "sim-step-overhead", default_value_t = 0.0)]
+    #[arg(long = "sim-step-overhead", default_value_t = 0.0, verbatim_doc_comment)]
     pub step_overhead: f64,
     /// Decode step time per decoding request, seconds (added to d0 + d1·Σcontext).
     #[arg(long = "sim-d2", default_value_t = 0.0)]

@@ -2,9 +2,9 @@
 //! private to one request, or a cached prompt page referenced by zero or more requests.
 //! Unreferenced cached pages are evicted least-recently-released first when room is needed.
 
-use super::cache::page_keys;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// Keeps memory bounded whatever the pool size says.
 const MAX_PAGES: u64 = 16_000_000;
@@ -221,6 +221,20 @@ impl KvPool {
     }
 }
 
+/// Key of each whole page, each depending on all tokens before it (a radix path).
+fn page_keys(tokens: &[u32], page_tokens: u64) -> impl Iterator<Item = u128> + '_ {
+    let mut prev: u128 = 0;
+    tokens.chunks_exact(page_tokens as usize).map(move |page| {
+        let half = |salt: u8| {
+            let mut h = DefaultHasher::new();
+            (prev, salt, page).hash(&mut h);
+            h.finish() as u128
+        };
+        prev = (half(0) << 64) | half(1);
+        prev
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,6 +267,65 @@ mod tests {
         assert!(pool.alloc(3));
         assert_eq!(pool.lookup(&a).len(), 0);
         assert_eq!(pool.available(), 0);
+    }
+
+    /// Cache `p` as a finished request would leave it.
+    fn cache(pool: &mut KvPool, p: &[u32]) {
+        let keys = pool.keys(p);
+        assert!(pool.alloc(keys.len() as u64));
+        pool.insert(&keys, 0);
+        pool.release(&keys);
+    }
+
+    #[test]
+    fn identical_prompt_hits_whole_pages_but_not_the_last_token() {
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        let p = prompt(100, 0);
+        assert!(pool.lookup(&p).is_empty());
+        cache(&mut pool, &p);
+        assert_eq!(pool.lookup(&p).len() * 16, 96); // floor(99/16)*16
+        let exact = prompt(64, 0);
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        cache(&mut pool, &exact);
+        assert_eq!(
+            pool.lookup(&exact).len() * 16,
+            48,
+            "the 4th page ends on the last token"
+        );
+        let mut pool = KvPool::new(1, 1 << 20, true);
+        cache(&mut pool, &p);
+        assert_eq!(pool.lookup(&p).len(), 99, "page size 1 hits n-1");
+    }
+
+    #[test]
+    fn shared_prefix_hits_only_the_shared_whole_pages() {
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        let a = prompt(100, 0);
+        cache(&mut pool, &a);
+        let mut b = a.clone();
+        b[40] = 1; // differs inside the third page
+        assert_eq!(pool.lookup(&b).len(), 2);
+        let mut c = a.clone();
+        c[0] = 1; // a nonce at the start defeats the cache
+        assert!(pool.lookup(&c).is_empty());
+        assert_eq!(
+            pool.lookup(&prompt(200, 0)).len(),
+            6,
+            "a longer prompt reuses them"
+        );
+    }
+
+    #[test]
+    fn flush_and_disabled_cache_never_hit() {
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        let p = prompt(100, 0);
+        cache(&mut pool, &p);
+        pool.flush();
+        assert!(pool.lookup(&p).is_empty());
+        assert_eq!(pool.cached_pages(), 0);
+        let mut off = KvPool::new(16, 1 << 20, false);
+        cache(&mut off, &p);
+        assert!(off.lookup(&p).is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 
 /// Series points kept (oldest dropped): bounds memory on a long-running server.
-const MAX_SERIES_POINTS: usize = 1_000_000;
+const MAX_SERIES_POINTS: usize = 200_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {

@@ -1,6 +1,7 @@
 //! The simulated server's lifecycle: the persona's routes, binding (port 0 = a free port),
 //! ground-truth access for tests, and shutdown.
 
+use super::driver::StepTiming;
 use super::scheduler::SeriesPoint;
 use super::state::SimState;
 use super::stats::EngineStats;
@@ -91,13 +92,14 @@ impl SimServer {
             .with(|sched, now| sched.resize_pool(tokens, now));
     }
 
-    /// How late each engine step ended, s (most recent last); for benches.
-    pub fn step_lateness_s(&self) -> Vec<f64> {
-        self.state.engine.lateness_s()
+    /// How late each engine step woke and how long its own work took (most recent last);
+    /// for benches.
+    pub fn step_timings(&self) -> Vec<StepTiming> {
+        self.state.engine.step_timings()
     }
 
-    pub fn clear_step_lateness(&self) {
-        self.state.engine.clear_lateness();
+    pub fn clear_step_timings(&self) {
+        self.state.engine.clear_step_timings();
     }
 
     /// One line saying what is simulated, for the listening banner.
