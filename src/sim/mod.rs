@@ -110,7 +110,11 @@ pub struct SimCostArgs {
     /// overhead): TTFT = t0 + (n−c)/p0 + q·(n²−c²)/2, each decode step d0 + d1·context.
     ///
     /// Example: `--sim-step-overhead 0.002 --sim-d2 0.0001 --max-batch-tokens 2048`.
-    #[arg(long = "sim-step-overhead", default_value_t = 0.0, verbatim_doc_comment)]
+    #[arg(
+        long = "sim-step-overhead",
+        default_value_t = 0.0,
+        verbatim_doc_comment
+    )]
     pub step_overhead: f64,
     /// Decode step time per decoding request, seconds (added to d0 + d1·Σcontext).
     #[arg(long = "sim-d2", default_value_t = 0.0)]

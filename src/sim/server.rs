@@ -98,6 +98,11 @@ impl SimServer {
         self.state.engine.step_timings()
     }
 
+    /// How late recent outputs reached their connections, s (most recent last).
+    pub fn output_lateness_s(&self) -> Vec<f64> {
+        self.state.engine.output_lateness_s()
+    }
+
     pub fn clear_step_timings(&self) {
         self.state.engine.clear_step_timings();
     }
