@@ -60,7 +60,7 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
-    fn new(kind: ServerKind) -> Self {
+    pub(crate) fn new(kind: ServerKind) -> Self {
         ServerInfo {
             kind,
             model: None,

@@ -1,6 +1,7 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
 pub mod detect;
+pub mod fake;
 pub mod flush;
 pub mod http;
 pub mod llamacpp;
@@ -198,12 +199,12 @@ pub struct Connected {
 /// Probe the server at `url` and build the backend for `api` (or the detected one).
 pub async fn connect(
     url: &str,
-    api: crate::cli::ApiChoice,
-    endpoint: crate::cli::Endpoint,
+    api: crate::choices::ApiChoice,
+    endpoint: crate::choices::Endpoint,
     model: Option<String>,
     api_key: Option<String>,
 ) -> anyhow::Result<Connected> {
-    use crate::cli::ApiChoice as A;
+    use crate::choices::ApiChoice as A;
     use detect::ServerKind as K;
     let parsed = reqwest::Url::parse(url).map_err(|e| {
         anyhow::anyhow!(

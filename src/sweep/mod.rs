@@ -115,7 +115,7 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
 
 /// Run the sweep (library entry point used by tests).
 pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
-    let mut plan = plan(&args)?;
+    let plan = plan(&args)?;
     let key = api_key(&args)?;
     // Keep the simulator alive for the whole sweep.
     let (_sim, url) = match &args.url {
@@ -143,6 +143,26 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         }
     };
     let conn = backend::connect(&url, args.api, args.endpoint, args.model.clone(), key).await?;
+    run_connected(args, plan, &url, conn).await
+}
+
+/// Run the sweep against a backend already connected (an in-process fake in tests): the
+/// same loop as `execute`, minus starting a simulator and probing.
+pub async fn execute_with(
+    args: SweepArgs,
+    url: &str,
+    conn: backend::Connected,
+) -> anyhow::Result<SweepResult> {
+    let plan = plan(&args)?;
+    run_connected(args, plan, url, conn).await
+}
+
+async fn run_connected(
+    args: SweepArgs,
+    mut plan: Plan,
+    url: &str,
+    conn: backend::Connected,
+) -> anyhow::Result<SweepResult> {
     let info = conn.info.clone();
     let limit = info.context_length.map(|t| points::Limit {
         tokens: t,
@@ -174,7 +194,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         target: Target {
-            url: strip_credentials(&url),
+            url: strip_credentials(url),
             api: backend.api().to_string(),
             model: Some(conn.model.clone()),
             server_info: serde_json::to_value(&info)?,
@@ -313,8 +333,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         match outcome {
             Outcome::Sample(mut s) => {
                 if restarted {
-                    s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
-                    s.valid = false;
+                    s.push_flag(crate::record::flag::SERVER_RESTARTED);
                 }
                 if !session.reports_cached_tokens {
                     let smaller = median_ttft(&samples, |p| p < n, &s.method);
@@ -385,10 +404,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
 }
 
 fn method_name(m: Method) -> &'static str {
-    match m {
-        Method::TwoPoint => "two-point",
-        _ => "stream",
-    }
+    m.sample_name()
 }
 
 fn median_ttft(samples: &[Sample], pick: impl Fn(u64) -> bool, method: &str) -> Option<f64> {
