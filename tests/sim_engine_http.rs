@@ -4,37 +4,14 @@
 
 mod common;
 
-use common::sim;
-use ctxbench::sim::{RequestTruth, SimServer};
+use common::sim_http::*;
+use ctxbench::sim::RequestTruth;
 use openmetrics_parser::prometheus::parse_prometheus;
 use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
-use serde_json::{Value, json};
-use std::time::Duration;
 
-/// Cheap costs: 1 ms prefill, 1 ms per decode step.
-const FAST: &[&str] = &[
-    "--sim-t0", "0.001", "--sim-p0", "1e9", "--sim-q", "0", "--sim-d0", "0.001", "--sim-d1", "0",
-];
-
-/// `FAST` costs unless `flags` sets them.
-async fn start(persona: &str, flags: &[&str]) -> SimServer {
-    let mut all = vec!["--persona", persona];
-    for pair in FAST.chunks(2) {
-        if !flags.contains(&pair[0]) {
-            all.extend_from_slice(pair);
-        }
-    }
-    all.extend_from_slice(flags);
-    sim(&all).await
-}
-
-fn client() -> reqwest::Client {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
-}
-
-fn ids(n: u32, salt: u32) -> Vec<u32> {
-    (0..n).map(|i| 300 + (i * 13 + salt * 101) % 9000).collect()
+/// The simulator as `persona`, cheap costs unless `flags` sets them.
+async fn start_as(persona: &str, flags: &[&str]) -> SimServer {
+    start(&[&["--persona", persona], flags].concat()).await
 }
 
 async fn complete(http: &reqwest::Client, url: &str, prompt: &[u32], max_tokens: u64) -> Value {
@@ -49,29 +26,11 @@ async fn complete(http: &reqwest::Client, url: &str, prompt: &[u32], max_tokens:
     resp.json().await.unwrap()
 }
 
-/// Poll until `n` requests are in the truth log.
-async fn truth_after(server: &SimServer, n: usize) -> Vec<RequestTruth> {
-    for _ in 0..2000 {
-        let truth = server.truth();
-        if truth.len() >= n {
-            return truth;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("the truth log never reached {n} requests");
-}
-
 type Metrics = MetricsExposition<PrometheusType, PrometheusValue>;
 
 async fn scrape(http: &reqwest::Client, url: &str) -> Metrics {
-    let text = http
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let response = http.get(format!("{url}/metrics")).send().await.unwrap();
+    let text = response.text().await.unwrap();
     parse_prometheus(&text).unwrap_or_else(|e| panic!("/metrics does not parse: {e:?}\n{text}"))
 }
 
@@ -156,7 +115,7 @@ async fn metrics_match_truth(persona: &str, names: &Names) {
         "--max-running",
         "8",
     ];
-    let server = start(persona, &flags).await;
+    let server = start_as(persona, &flags).await;
     let (http, url) = (client(), server.url());
     complete(&http, &url, &ids(600, 0), 4).await;
     complete(&http, &url, &ids(600, 0), 4).await;
@@ -199,7 +158,7 @@ async fn vllm_metrics_parse_and_match_the_truth_log() {
 
 #[tokio::test]
 async fn requests_beyond_max_running_queue_instead_of_503() {
-    let server = start("sglang", &["--max-running", "1", "--sim-d0", "0.005"]).await;
+    let server = start_as("sglang", &["--max-running", "1", "--sim-d0", "0.005"]).await;
     let (http, url) = (client(), server.url());
     let jobs = (0..3).map(|salt| {
         let (http, url) = (http.clone(), url.clone());
@@ -230,18 +189,11 @@ async fn requests_beyond_max_running_queue_instead_of_503() {
 
 #[tokio::test]
 async fn sim_truth_route_serves_the_log_and_series() {
-    let server = start("openai", &[]).await;
+    let server = start_as("openai", &[]).await;
     let (http, url) = (client(), server.url());
     complete(&http, &url, &ids(100, 1), 5).await;
     truth_after(&server, 1).await;
-    let v: Value = http
-        .get(format!("{url}/sim/truth"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = get_json(&http, &format!("{url}/sim/truth")).await;
     let req = &v["requests"][0];
     assert_eq!(req["prompt_tokens"], 100);
     assert_eq!(req["output_tokens"], 5);
@@ -256,27 +208,12 @@ async fn vllm_persona_routes() {
     let http = client();
     for dev_mode in [false, true] {
         let flags: &[&str] = if dev_mode { &["--dev-mode"] } else { &[] };
-        let server = start("vllm", flags).await;
+        let server = start_as("vllm", flags).await;
         let url = server.url();
-        let models: Value = http
-            .get(format!("{url}/v1/models"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let models = get_json(&http, &format!("{url}/v1/models")).await;
         assert_eq!(models["data"][0]["owned_by"], "vllm");
         assert_eq!(models["data"][0]["max_model_len"], 131_072);
-        let tokenized: Value = http
-            .post(format!("{url}/tokenize"))
-            .json(&json!({"prompt": "the the"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, tokenized) = post_at(&http, &url, "/tokenize", json!({"prompt": "the the"})).await;
         assert_eq!(tokenized["count"], 3);
         let status = |path: &'static str| {
             let http = http.clone();
@@ -329,15 +266,8 @@ async fn server_info_reports_the_pool_and_running_cap() {
         "--max-batch-tokens",
         "2048",
     ];
-    let server = start("sglang", &flags).await;
-    let info: Value = client()
-        .get(format!("{}/server_info", server.url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let server = start_as("sglang", &flags).await;
+    let info = get_json(&client(), &format!("{}/server_info", server.url())).await;
     assert_eq!(info["max_total_num_tokens"], 300_000);
     assert_eq!(info["max_running_requests"], 5);
     assert_eq!(info["chunked_prefill_size"], 2048);
@@ -420,7 +350,7 @@ async fn batched_round(server: &SimServer, round: u32) -> (Vec<f64>, Vec<f64>) {
 async fn batched_ttft_seen_by_clients_matches_the_engine_truth() {
     let _lock = common::timing_lock().await;
     let flags = ["--sim-t0", "0.05", "--sim-p0", "20000", "--sim-d0", "0.005"];
-    let server = start("sglang", &flags).await;
+    let server = start_as("sglang", &flags).await;
     let mut seen = Vec::new();
     for round in 0..ATTEMPTS {
         let (client, engine) = batched_round(&server, round).await;
