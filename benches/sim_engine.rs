@@ -106,20 +106,21 @@ fn main() {
         .unwrap();
     println!("sim engine step lateness, {STEP_S} s steps, client and server on this machine");
     println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6}",
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6}",
         "running",
         "late_med",
         "late_p99",
-        "late_max",
         "busy_med",
         "busy_p99",
+        "out_med",
+        "out_p99",
         "steps",
         "events/s",
         "load"
     );
     println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "", "ms", "ms", "ms", "ms", "ms"
+        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "", "ms", "ms", "ms", "ms", "ms", "ms"
     );
     for &running in BATCHES {
         let (timings, output_late, events_per_s) = rt.block_on(round(running));
