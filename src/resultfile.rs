@@ -245,6 +245,7 @@ mod tests {
                 api: "sglang".into(),
                 model: None,
                 server_info: serde_json::Value::Null,
+                checks: Default::default(),
             },
             config: RunConfig {
                 lengths: vec![1024, 8192],

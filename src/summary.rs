@@ -21,17 +21,32 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
             .and_then(Value::as_f64)
             .map(|v| v / 1000.0)
     };
+    // Ollama reports nanoseconds under its own names (llama.cpp's counts, renamed).
+    let ns = |s: &Sample, k: &str| {
+        s.server_timings
+            .as_ref()
+            .and_then(|t| t.get(k))
+            .and_then(Value::as_f64)
+            .map(|v| v / 1e9)
+    };
     let ttft: Vec<f64> = samples
         .iter()
         .filter(|s| s.method == Method::Stream.name())
-        .filter_map(|s| Some(s.ttft_s? - ms(s, "prompt_ms")?))
+        .filter_map(|s| {
+            let server_s = ms(s, "prompt_ms").or_else(|| ns(s, "prompt_eval_duration"))?;
+            Some(s.ttft_s? - server_s)
+        })
         .collect();
     let decode: Vec<f64> = samples
         .iter()
         .filter(|s| s.method == Method::Stream.name())
         .filter_map(|s| {
-            let server_s = ms(s, "predicted_ms")?;
-            let n = s.server_timings.as_ref()?.get("predicted_n")?.as_f64()?;
+            let server_s = ms(s, "predicted_ms").or_else(|| ns(s, "eval_duration"))?;
+            let t = s.server_timings.as_ref()?;
+            let n = t
+                .get("predicted_n")
+                .or_else(|| t.get("eval_count"))?
+                .as_f64()?;
             // The client times tokens after the first; the server's decode covers n tokens.
             let client_s = (s.output_tokens? as f64 - 1.0) / s.decode_tps?;
             Some(client_s - server_s * (n - 1.0) / n)
@@ -135,6 +150,17 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     if !restarts.is_empty() {
         notes.push(format!(
             "the server restarted during the sweep (samples at {restarts:?} tokens are flagged server_restarted)"
+        ));
+    }
+    let derived = samples
+        .iter()
+        .filter(|s| s.event_counts.as_deref() == Some("derived"))
+        .count();
+    if derived > 0 {
+        notes.push(format!(
+            "per-event token counts were derived for {derived} samples (the server sent none per \
+             event): ITL spreads each request's total evenly over its arrivals, and no \
+             tokens-per-event figure is given"
         ));
     }
     if let Some(n) = truncation_onset {

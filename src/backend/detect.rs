@@ -1,6 +1,7 @@
 //! Identifying a server from its endpoints, with GETs only (no side effects), and reading
 //! its limits and capabilities.
 
+use super::RequestError;
 use super::flush::Flusher;
 use super::http::Http;
 use serde::Serialize;
@@ -53,6 +54,13 @@ pub struct ServerInfo {
     pub flusher: Flusher,
     pub tokenize: bool,
     pub speculative: Value,
+    /// The longest prompt accepted, where it is below the context limit (TGI `max_input_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u64>,
+    /// Whether the output length can be forced (`ignore_eos`); `Some(false)` for APIs
+    /// without it (Ollama, TGI), where a shorter answer is flagged `early_stop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
     pub version: Option<String>,
     pub rtt_s: Option<f64>,
     /// Whatever the server exposes that changes on restart.
@@ -76,6 +84,8 @@ impl ServerInfo {
             flusher: Flusher::None,
             tokenize: false,
             speculative: Value::Null,
+            max_input_tokens: None,
+            ignore_eos: None,
             version: None,
             rtt_s: None,
             instance_marker: None,
@@ -109,7 +119,15 @@ fn u64_at(v: &Value, pointer: &str) -> Option<u64> {
 
 /// Probe the server; fails only when nothing answers at all.
 pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
-    let models = get(http, "/v1/models").await;
+    let models = match http.get_json("/v1/models", PROBE_TIMEOUT).await {
+        Ok(v) => v.filter(Value::is_object),
+        Err(e) => {
+            if let Some(why) = unreachable_or_refused(&e) {
+                anyhow::bail!(why);
+            }
+            None
+        }
+    };
     let mut info = if let Some(si) = match get(http, "/server_info").await {
         Some(v) => Some(v),
         None => get(http, "/get_server_info").await,
@@ -132,6 +150,15 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
     {
         let mut i = ServerInfo::new(ServerKind::Ollama);
         i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
+        i.prefix_cache = Some(true);
+        i.reports_cached_tokens = Some(false);
+        i.ignore_eos = Some(false);
+        i.model = super::ollama::default_model(http).await;
+        if let Some(m) = &i.model
+            && let Some((n, source)) = super::ollama::model_limit(http, m).await
+        {
+            i.set_context(Some(n), &source);
+        }
         i
     } else if let Some(m) = &models {
         let owner = m
@@ -151,9 +178,8 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
         i
     } else {
         anyhow::bail!(
-            "{} answers none of /v1/models, /server_info, /props, /info, /api/version: \
-             is this an LLM server? (check --url)",
-            http.base()
+            "it answers none of /v1/models, /server_info, /props, /info, /api/version: \
+             is this an LLM server? (check --url)"
         );
     };
     if let Some(m) = &models {
@@ -180,6 +206,28 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
     }
     info.rtt_s = rtt(http).await;
     Ok(info)
+}
+
+/// A first call that says why nothing else will work: no server at the address, or one that
+/// refuses our credentials. Each carries the underlying error once and one hint.
+fn unreachable_or_refused(e: &RequestError) -> Option<String> {
+    match e {
+        RequestError::Connect(m) => Some(format!(
+            "nothing answers: {m} (is the server running at that address? check --url)"
+        )),
+        RequestError::Timeout(s) => Some(format!(
+            "no answer within {s:.0} s (is the server running at that address? check --url)"
+        )),
+        RequestError::Http {
+            status: status @ (401 | 403),
+            message,
+        } => Some(format!(
+            "the server refused the request with HTTP {status}: {message} (it wants an API key: \
+             pass the name of the environment variable holding it with --api-key-env, or set \
+             OPENAI_API_KEY)"
+        )),
+        _ => None,
+    }
 }
 
 fn looks_like_sglang(v: &Value) -> bool {
@@ -222,6 +270,7 @@ fn sglang_info(si: &Value) -> ServerInfo {
         i.speculative = Value::Object(spec);
     }
     i.set_flusher(Flusher::SglangFlushCache);
+    i.ignore_eos = Some(true);
     i.instance_marker = si
         .get("sim_instance_id")
         .and_then(Value::as_str)
@@ -250,6 +299,7 @@ fn llamacpp_info(props: &Value) -> ServerInfo {
     i.tokenize = true;
     let slots = i.slots.unwrap_or(1).min(u64::from(u32::MAX)) as u32;
     i.set_flusher(Flusher::LlamacppEraseSlots { slots });
+    i.ignore_eos = Some(true);
     i
 }
 
@@ -263,6 +313,9 @@ fn tgi_info(v: &Value) -> ServerInfo {
         .map(str::to_string);
     i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
     i.tokenize = true;
+    i.max_input_tokens = u64_at(v, "/max_input_tokens");
+    i.reports_cached_tokens = Some(false);
+    i.ignore_eos = Some(false);
     i
 }
 
@@ -312,4 +365,24 @@ async fn rtt(http: &Http) -> Option<f64> {
         }
     }
     crate::stats::median(&times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tgi_info_fixture() {
+        let v: Value = serde_json::from_str(include_str!("../../tests/fixtures/tgi/info.json"))
+            .expect("fixture parses");
+        let i = tgi_info(&v);
+        assert_eq!(i.kind, ServerKind::Tgi);
+        assert_eq!(i.context_length, Some(4096));
+        assert_eq!(i.context_source.as_deref(), Some("/info max_total_tokens"));
+        assert_eq!(i.max_input_tokens, Some(4095));
+        assert_eq!(i.max_running_requests, Some(128));
+        assert_eq!(i.model.as_deref(), Some("meta-llama/Llama-2-7b-chat-hf"));
+        assert_eq!(i.version.as_deref(), Some("3.3.6"));
+        assert_eq!(i.ignore_eos, Some(false));
+    }
 }

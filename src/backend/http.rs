@@ -3,9 +3,11 @@
 //! the moment they arrive.
 
 use super::RequestError;
+use super::conn::{ConnLog, ConnUse, TrackLayer};
 use super::sse::{SseItem, SseParser};
 use futures::StreamExt;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -20,6 +22,8 @@ pub struct Http {
     api_key: Option<String>,
     /// The URL's password, when it has one long enough to redact safely.
     url_password: Option<String>,
+    /// Connections the client made, for per-request new/reused and connect time.
+    conns: Arc<ConnLog>,
 }
 
 /// Longest error body kept, in bytes.
@@ -27,13 +31,28 @@ const ERROR_BODY_MAX: usize = 2048;
 
 impl Http {
     pub fn new(base_url: &str, api_key: Option<String>) -> anyhow::Result<Self> {
+        Self::with_pool(base_url, api_key, true)
+    }
+
+    /// `keep_alive: false` opens a fresh connection for every request (`--fresh-connection`):
+    /// slower by one connect, but immune to transport delays on reused connections.
+    pub fn with_pool(
+        base_url: &str,
+        api_key: Option<String>,
+        keep_alive: bool,
+    ) -> anyhow::Result<Self> {
         install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let conns = Arc::new(ConnLog::default());
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Below the usual 5 s server keep-alive, so idle connections are dropped by us first.
             .pool_idle_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
-            .build()?;
+            .connector_layer(TrackLayer(Arc::clone(&conns)));
+        if !keep_alive {
+            builder = builder.pool_max_idle_per_host(0);
+        }
+        let client = builder.build()?;
         let base = base_url.trim_end_matches('/').to_string();
         let url_password = reqwest::Url::parse(&base)
             .ok()
@@ -45,6 +64,7 @@ impl Http {
             raw_base: base,
             api_key: api_key.filter(|k| !k.is_empty()),
             url_password,
+            conns,
         })
     }
 
@@ -85,6 +105,8 @@ impl Http {
                 message: r(message),
             },
             RequestError::ServerEvent(m) => RequestError::ServerEvent(r(m)),
+            RequestError::NotStreamed(m) => RequestError::NotStreamed(r(m)),
+            RequestError::Prompt(m) => RequestError::Prompt(r(m)),
             e @ (RequestError::Timeout(_) | RequestError::Incomplete) => e,
         }
     }
@@ -166,28 +188,9 @@ impl Http {
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
+        let payload = Self::payload(body)?;
         let work = async {
-            let mut retried = false;
-            let (sent, resp) = loop {
-                let sent = Instant::now();
-                match self
-                    .request(reqwest::Method::POST, path)
-                    .json(body)
-                    .send()
-                    .await
-                {
-                    Ok(resp) => break (sent, resp),
-                    // A pooled keep-alive connection the server closed just as it was reused:
-                    // the request never reached it, so sending it once more is safe.
-                    Err(e) if !retried && is_stale_connection(&e) => retried = true,
-                    Err(e) => return Err(self.connect_error(e)),
-                }
-            };
-            let status = resp.status();
-            if !status.is_success() {
-                let bytes = resp.bytes().await.unwrap_or_default();
-                return Err(self.status_error(status.as_u16(), &bytes));
-            }
+            let (sent, conn, resp) = self.post_streaming(path, payload).await?;
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
             while let Some(chunk) = stream.next().await {
@@ -204,6 +207,7 @@ impl Http {
                         return Ok(SseEnd {
                             complete: true,
                             elapsed: sent.elapsed(),
+                            conn,
                         });
                     }
                 }
@@ -211,11 +215,66 @@ impl Http {
             Ok(SseEnd {
                 complete: false,
                 elapsed: sent.elapsed(),
+                conn,
             })
         };
         tokio::time::timeout(deadline, work)
             .await
             .map_err(|_| RequestError::Timeout(deadline.as_secs_f64()))?
+    }
+
+    /// POST JSON for a streamed answer: when it was sent, and the successful response.
+    pub(crate) async fn post_streaming(
+        &self,
+        path: &str,
+        payload: bytes::Bytes,
+    ) -> Result<(Instant, ConnUse, reqwest::Response), RequestError> {
+        let mut retried = false;
+        let (sent, conn, resp) = loop {
+            let mark = self.conns.mark();
+            let sent = Instant::now();
+            match self
+                .request(reqwest::Method::POST, path)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(payload.clone())
+                .send()
+                .await
+            {
+                Ok(resp) => {
+                    // TTFT's clock starts when the request is handed to a ready
+                    // connection: a new one's connect time is recorded, not counted.
+                    let conn = self.conns.since(mark);
+                    let handed = conn.ready_at.map_or(sent, |r| r.max(sent));
+                    break (handed, conn, resp);
+                }
+                // A pooled keep-alive connection the server closed just as it was reused:
+                // the request never reached it, so sending it once more is safe.
+                Err(e) if !retried && is_stale_connection(&e) => retried = true,
+                Err(e) => return Err(self.connect_error(e)),
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            return Err(self.status_error(status.as_u16(), &bytes));
+        }
+        if let Some(kind) = whole_body_kind(resp.headers()) {
+            return Err(RequestError::NotStreamed(kind));
+        }
+        Ok((sent, conn, resp))
+    }
+
+    /// Serialise a request body before any clock starts: a long id list takes a while, and
+    /// that is the client's time, not the server's.
+    pub(crate) fn payload(body: &Value) -> Result<bytes::Bytes, RequestError> {
+        serde_json::to_vec(body)
+            .map(bytes::Bytes::from)
+            .map_err(|e| RequestError::Prompt(e.to_string()))
+    }
+
+    /// A body read that broke off, as a `RequestError` without the URL.
+    pub(crate) fn reset_error(&self, e: &reqwest::Error) -> RequestError {
+        RequestError::Reset(self.redact(&without_url(e)))
     }
 
     /// Turn an error status and body into a `RequestError` with the server's own message.
@@ -235,6 +294,8 @@ pub struct SseEnd {
     /// The final event was seen.
     pub complete: bool,
     pub elapsed: Duration,
+    /// The connection the request went out on.
+    pub conn: ConnUse,
 }
 
 /// The message inside a server's error body: `{"error":{"message"}}`, `{"message"}`,
@@ -277,6 +338,18 @@ pub fn mentions_context_limit(message: &str) -> bool {
     .any(|k| m.contains(k))
 }
 
+/// A response to a streamed request that is one whole document (`application/json`), not
+/// a stream: its content type, for the message.
+fn whole_body_kind(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let ct = headers
+        .get(reqwest::header::CONTENT_TYPE)?
+        .to_str()
+        .ok()?
+        .to_ascii_lowercase();
+    let essence = ct.split(';').next().unwrap_or("").trim().to_string();
+    (essence == "application/json").then(|| "JSON".to_string())
+}
+
 fn is_stale_connection(e: &reqwest::Error) -> bool {
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
@@ -293,7 +366,11 @@ fn without_url(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
-        parts.push(s.to_string());
+        // Layers often repeat their cause in their own text: keep each cause once.
+        let text = s.to_string();
+        if !parts.iter().any(|p: &String| p.contains(&text)) {
+            parts.push(text);
+        }
         source = s.source();
     }
     let kind = if e.is_timeout() {

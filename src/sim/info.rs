@@ -75,6 +75,8 @@ pub async fn models(State(state): State<Arc<SimState>>) -> Json<Value> {
         Persona::Vllm => "vllm",
         // A generic OpenAI-compatible server: nothing that names a known engine.
         Persona::Openai => "ctxbench-sim",
+        Persona::Ollama => "library",
+        Persona::Tgi => "tgi",
     };
     Json(json!({
         "object": "list",

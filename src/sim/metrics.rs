@@ -102,7 +102,8 @@ pub fn render(persona: Persona, model: &str, sched: &Scheduler) -> String {
                 ),
             ],
         ),
-        Persona::Sglang | Persona::Openai => (
+        // Only the SGLang and vLLM personas serve `/metrics`.
+        Persona::Sglang | Persona::Openai | Persona::Ollama | Persona::Tgi => (
             format!("model_name=\"{model}\""),
             vec![
                 (

@@ -8,9 +8,11 @@ pub mod driver;
 mod engine;
 mod error;
 pub mod fault;
+mod frames;
 mod info;
 mod metrics;
 pub mod needle;
+mod ollama;
 mod openai;
 pub mod pool;
 mod request;
@@ -21,6 +23,7 @@ mod sse;
 mod state;
 pub mod stats;
 pub mod stepcost;
+mod tgi;
 pub mod tokenizer;
 pub mod truth;
 mod vllm;
@@ -43,6 +46,11 @@ pub enum Persona {
     Openai,
     /// vLLM: OpenAI routes, `/tokenize`, `/metrics`; `/reset_prefix_cache` only with `--dev-mode`.
     Vllm,
+    /// Ollama: `/api/generate` (NDJSON), `/api/show`, `/api/tags`, `/api/ps`; a default
+    /// window that silently truncates longer prompts, a reload on every new `num_ctx`.
+    Ollama,
+    /// TGI: `/generate_stream` (SSE without `[DONE]`), `/info`, `/tokenize`; no `ignore_eos`.
+    Tgi,
 }
 
 /// Cost model and quirks; shared by `ctxbench sim` and `ctxbench sweep` without `--url`.
@@ -74,6 +82,18 @@ pub struct SimCostArgs {
     /// without `--enable-cache-report`); `meta_info.cached_tokens` stays.
     #[arg(long = "no-cache-report")]
     pub no_cache_report: bool,
+    /// `/tokenize` answers HTTP 500 (`unordered_map::at`) for text holding any word outside
+    /// the vocabulary, like a llama-server whose vocabulary has no piece for some characters.
+    #[arg(long = "tokenize-strict")]
+    pub tokenize_strict: bool,
+    /// Leave Nagle's algorithm on for accepted connections (do not set TCP_NODELAY), like a
+    /// server whose operator never set it: small writes wait for the client's delayed ACK.
+    #[arg(long)]
+    pub nagle: bool,
+    /// Ignore `stream_options.continuous_usage_stats`: no per-event usage (like servers that
+    /// only send the final usage chunk).
+    #[arg(long = "no-continuous-usage")]
+    pub no_continuous_usage: bool,
     /// Speculative decoding: each decode step emits 1..=K tokens in one event.
     #[arg(long, default_value_t = 1)]
     pub spec: u32,
@@ -138,6 +158,16 @@ pub struct SimCostArgs {
     /// vLLM persona: serve `POST /reset_prefix_cache` (vLLM needs VLLM_SERVER_DEV_MODE=1).
     #[arg(long = "dev-mode")]
     pub dev_mode: bool,
+    /// Ollama persona: the window served when a request omits `options.num_ctx` (longer
+    /// prompts are cut to it from the front, silently), like `OLLAMA_CONTEXT_LENGTH`.
+    #[arg(long = "ollama-num-ctx", default_value_t = 4096)]
+    pub ollama_num_ctx: u64,
+    /// Ollama persona: seconds a model (re)load takes, reported as `load_duration`.
+    #[arg(long = "ollama-load-s", default_value_t = 0.5)]
+    pub ollama_load_s: f64,
+    /// TGI persona: `max_input_tokens` in `/info` (default: `--context-length` − 1).
+    #[arg(long = "tgi-max-input-tokens")]
+    pub tgi_max_input_tokens: Option<u64>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -6,7 +6,7 @@ use super::scheduler::SeriesPoint;
 use super::state::SimState;
 use super::stats::EngineStats;
 use super::truth::RequestTruth;
-use super::{Persona, SimConfig, debug, info, metrics, openai, sglang, vllm};
+use super::{Persona, SimConfig, debug, info, metrics, ollama, openai, sglang, tgi, vllm};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -34,9 +34,10 @@ impl SimServer {
             .await
             .with_context(|| format!("cannot listen on {host}:{port}; pick another --port"))?;
         let addr = listener.local_addr()?;
-        // Events are small writes that must leave at once.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
+        // Events are small writes that must leave at once (unless `--nagle` asks otherwise).
+        let nodelay = !state.config.cost.nagle;
+        let listener = listener.tap_io(move |tcp| {
+            let _ = tcp.set_nodelay(nodelay);
         });
         let app = router(Arc::clone(&state));
         let task = tokio::spawn(async move {
@@ -114,6 +115,8 @@ impl SimServer {
             Persona::Sglang => "sglang",
             Persona::Openai => "openai",
             Persona::Vllm => "vllm",
+            Persona::Ollama => "ollama",
+            Persona::Tgi => "tgi",
         };
         let cache = if args.no_cache {
             "off".to_string()
@@ -129,8 +132,15 @@ impl SimServer {
         } else {
             "no faults".to_string()
         };
+        let persona = match args.persona {
+            Persona::Ollama => format!(
+                "{persona} (default num_ctx {}, reload {} s)",
+                args.ollama_num_ctx, args.ollama_load_s
+            ),
+            _ => persona.to_string(),
+        };
         format!(
-            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}{}, pool {} tokens, {faults}",
+            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}{}, pool {} tokens, {faults}{}",
             self.state.config.model_name,
             args.context_length,
             if args.truncate { " (truncating)" } else { "" },
@@ -144,6 +154,11 @@ impl SimServer {
             self.state
                 .engine
                 .with(|sched, _| sched.pool().capacity_tokens()),
+            if args.nagle {
+                ", Nagle on (no TCP_NODELAY)"
+            } else {
+                ""
+            },
         )
     }
 
@@ -175,6 +190,8 @@ fn router(state: Arc<SimState>) -> Router {
     let routes = match state.config.cost.persona {
         Persona::Openai => openai_routes,
         Persona::Vllm => vllm::routes(openai_routes, state.config.cost.dev_mode),
+        Persona::Ollama => openai_routes.merge(ollama::routes(Arc::clone(&state))),
+        Persona::Tgi => openai_routes.merge(tgi::routes(Arc::clone(&state))),
         Persona::Sglang => openai_routes
             .route("/metrics", get(metrics::metrics))
             .route("/generate", post(sglang::generate))
