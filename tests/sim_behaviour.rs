@@ -117,7 +117,14 @@ mod behaviour {
     #[tokio::test]
     async fn beyond_max_running_is_503_at_once() {
         let http = client();
-        let server = start(&["--max-running", "1", "--sim-d0", "0.01"]).await;
+        let flags = [
+            "--max-running",
+            "1",
+            "--reject-when-full",
+            "--sim-d0",
+            "0.01",
+        ];
+        let server = start(&flags).await;
         let url = format!("{}/generate", server.url());
         let sent = Instant::now();
         let first = http

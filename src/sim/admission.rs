@@ -47,7 +47,8 @@ pub fn admit(state: &Arc<SimState>, req: GenRequest) -> Result<Admitted, ApiErro
             req.dialect,
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "the server is full: {} requests are in flight (--max-running {}); retry later",
+                "the server is full: {} requests are in flight (--max-running {} with \
+                 --reject-when-full); retry later",
                 state.in_flight(),
                 args.max_running
             ),
@@ -65,14 +66,10 @@ pub fn admit(state: &Arc<SimState>, req: GenRequest) -> Result<Admitted, ApiErro
         let truth = RequestTruth {
             route: req.route.to_string(),
             prompt_tokens: prompt.len() as u64,
-            cached_tokens: 0,
-            prefill_s: 0.0,
-            first_event_tokens: 0,
-            decode_steps: Vec::new(),
-            output_tokens: 0,
             finish: "error".to_string(),
-            needle_answer: None,
             fault: fault.map(|f| f.name().to_string()),
+            arrival_s: state.engine.at_s(req.arrived.into_std()),
+            ..RequestTruth::default()
         };
         state.truth.push(truth);
         let message = match status {

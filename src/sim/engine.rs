@@ -1,9 +1,11 @@
-//! The simulated model at work: holds the compute lock, prefills against the prefix cache,
-//! then decodes step by step, sleeping to absolute targets so timer granularity never adds up.
+//! The front ends' interface to the simulated model: a `Job` goes to the serving engine
+//! (`driver.rs`), and its outputs come back as `Progress` events for a `Listener`.
 
+use super::driver::Submit;
 use super::fault::Fault;
 use super::needle;
-use super::state::{SimState, later};
+use super::scheduler::OutputKind;
+use super::state::SimState;
 use super::truth::{DecodeStep, RequestTruth};
 use super::vocab::WORDS;
 use rand::RngExt;
@@ -13,9 +15,6 @@ use rand_chacha::ChaCha8Rng;
 const NATURAL_STOP_TOKENS: std::ops::RangeInclusive<u64> = 4..=40;
 
 /// One generation request, validated and fitted to the context.
-/// A wait for the compute lock longer than this means another request held it.
-const QUEUED: std::time::Duration = std::time::Duration::from_micros(500);
-
 pub struct Job {
     pub route: &'static str,
     pub prompt: Vec<u32>,
@@ -74,7 +73,8 @@ pub trait Listener {
     fn on_event(&mut self, progress: &Progress<'_>) -> Flow;
 }
 
-/// Run `job` to completion (or until cut) and say what happened.
+/// Run `job` to completion (or until cut) and say what happened. The engine's step loop
+/// computes it among every other request in flight; this hands each output to `listener`.
 pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> RequestTruth {
     let Job {
         route,
@@ -94,101 +94,83 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
     } else {
         (natural, Finish::Stop)
     };
+    let engine = &state.engine;
     let mut truth = RequestTruth {
         route: route.to_string(),
         prompt_tokens,
-        cached_tokens: 0,
-        prefill_s: 0.0,
-        first_event_tokens: 0,
-        decode_steps: Vec::new(),
-        output_tokens: 0,
         finish: "abort".to_string(),
         needle_answer: needle_answer.clone(),
         fault: fault.map(|f| f.name().to_string()),
+        arrival_s: engine.at_s(arrived.into_std()),
+        ..RequestTruth::default()
     };
-    let asked = tokio::time::Instant::now();
-    let Some(_turn) = state.compute_turn().await else {
-        return truth;
-    };
-    // Compute starts on arrival when the engine was free, else when the previous request
-    // let go of it: the simulator's own parsing and bookkeeping are absorbed, not added.
-    let turn = tokio::time::Instant::now();
-    let start = if turn - asked < QUEUED { arrived } else { turn };
-    let cached_tokens = state.cache().lookup(&prompt);
-    truth.cached_tokens = cached_tokens;
-    truth.prefill_s = state.cost.prefill_s(cached_tokens, prompt_tokens);
-    let mut due = later(start, truth.prefill_s);
-    // Bookkeeping inside the prefill budget; the lock keeps other requests from seeing it early.
-    state.cache().insert(&prompt);
-    if !state.sleep_until_precise(due).await {
-        return truth;
-    }
-
-    let mut text = String::new();
-    let first_tokens = target_tokens.min(1);
-    append_words(
-        &mut text,
-        needle_answer.as_deref(),
-        0,
-        first_tokens,
-        &mut rng,
-    );
-    let event = Progress {
-        prompt_tokens,
-        cached_tokens,
+    let mut ticket = engine.submit(Submit {
+        prompt,
         max_tokens,
-        text: &text,
-        delta: &text,
-        completion_tokens: first_tokens,
-        decode_steps: 0,
-        finish: (first_tokens == target_tokens).then_some(finish),
-    };
-    if listener.on_event(&event) == Flow::Cut {
-        return truth;
-    }
-    truth.first_event_tokens = first_tokens;
-    truth.output_tokens = first_tokens;
-
-    let spec = u64::from(state.config.cost.spec.max(1));
-    let mut produced = first_tokens;
-    while produced < target_tokens {
-        let context_tokens = prompt_tokens + produced;
-        let cost_s = state.cost.decode_step_s(context_tokens);
-        due = later(due, cost_s);
-        let tokens = rng.random_range(1..=spec).min(target_tokens - produced);
+        target_tokens,
+        arrived: arrived.into_std(),
+        seed: rng.random(),
+    });
+    let mut text = String::new();
+    let mut produced = 0;
+    while let Some(out) = ticket.outputs.recv().await {
+        // Outputs come at their step's start; they are due at its end.
+        let first = out.kind == OutputKind::First;
+        let due = engine.instant(out.at_s);
+        let on_time = if first {
+            state.sleep_until_precise(due.into()).await
+        } else {
+            state.sleep_until(due.into()).await
+        };
+        if !on_time {
+            return truth;
+        }
+        engine.note_output_lateness(due.elapsed().as_secs_f64());
         let delta_start = text.len();
         append_words(
             &mut text,
             needle_answer.as_deref(),
             produced,
-            tokens,
+            out.tokens,
             &mut rng,
         );
-        if !state.sleep_until(due).await {
-            return truth;
-        }
-        produced += tokens;
+        produced += out.tokens;
         let event = Progress {
             prompt_tokens,
-            cached_tokens,
+            cached_tokens: out.cached_tokens,
             max_tokens,
             text: &text,
             delta: &text[delta_start..],
             completion_tokens: produced,
-            decode_steps: truth.decode_steps.len() as u64 + 1,
-            finish: (produced == target_tokens).then_some(finish),
+            decode_steps: truth.decode_steps.len() as u64 + u64::from(!first),
+            finish: out.finished.then_some(finish),
         };
         if listener.on_event(&event) == Flow::Cut {
             return truth;
         }
-        truth.decode_steps.push(DecodeStep {
-            tokens,
-            context_tokens,
-            cost_s,
-        });
+        let written_s = engine.now_s();
+        truth.preemptions = out.preemptions;
+        if first {
+            truth.cached_tokens = out.cached_tokens;
+            truth.prefill_s = out.prefill_s;
+            truth.admitted_s = Some(out.admitted_s);
+            truth.first_token_s = Some(written_s);
+            truth.first_event_tokens = out.tokens;
+        } else {
+            truth.decode_steps.push(DecodeStep {
+                tokens: out.tokens,
+                context_tokens: out.context_tokens,
+                cost_s: out.step_s,
+            });
+        }
         truth.output_tokens = produced;
+        if out.finished {
+            ticket.finish();
+            truth.finish = finish.name().to_string();
+            truth.finished_s = Some(written_s);
+            break;
+        }
     }
-    truth.finish = finish.name().to_string();
     truth
 }
 

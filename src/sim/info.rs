@@ -2,7 +2,7 @@
 //! health checks. `probe` reads these exactly as it would a real server's.
 
 use super::Persona;
-use super::state::{SimState, pool_tokens};
+use super::state::SimState;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -10,8 +10,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// A chunked-prefill size the simulator claims (it does not chunk).
-const CHUNKED_PREFILL_TOKENS: u64 = 8192;
 const MEM_FRACTION_STATIC: f64 = 0.88;
 
 pub fn version() -> String {
@@ -21,8 +19,13 @@ pub fn version() -> String {
 pub async fn server_info(State(state): State<Arc<SimState>>) -> Json<Value> {
     let args = &state.config.cost;
     let spec = args.spec > 1;
-    let pool = pool_tokens(args.context_length);
-    let used = state.cache().cached_pages() as u64 * args.page_size;
+    let (pool, used) = state.engine.with(|sched, _| {
+        let pool = sched.pool();
+        (
+            pool.capacity_tokens(),
+            pool.cached_pages() * pool.page_tokens(),
+        )
+    });
     Json(json!({
         "model_path": state.config.model_name,
         "tokenizer_path": state.config.model_name,
@@ -39,7 +42,7 @@ pub async fn server_info(State(state): State<Arc<SimState>>) -> Json<Value> {
         "speculative_num_steps": if spec { json!(args.spec - 1) } else { Value::Null },
         "speculative_eagle_topk": if spec { json!(1) } else { Value::Null },
         "speculative_num_draft_tokens": if spec { json!(args.spec) } else { Value::Null },
-        "chunked_prefill_size": CHUNKED_PREFILL_TOKENS,
+        "chunked_prefill_size": args.max_batch_tokens,
         "mem_fraction_static": MEM_FRACTION_STATIC,
         "tp_size": 1,
         "dp_size": 1,
@@ -69,6 +72,7 @@ pub async fn model_info(State(state): State<Arc<SimState>>) -> Json<Value> {
 pub async fn models(State(state): State<Arc<SimState>>) -> Json<Value> {
     let owner = match state.config.cost.persona {
         Persona::Sglang => "sglang",
+        Persona::Vllm => "vllm",
         // A generic OpenAI-compatible server: nothing that names a known engine.
         Persona::Openai => "ctxbench-sim",
         Persona::Ollama => "library",

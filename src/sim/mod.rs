@@ -2,24 +2,31 @@
 //! known cost model, so ctxbench can be demonstrated anywhere and tested against ground truth.
 
 mod admission;
-pub mod cache;
 pub mod cost;
+mod debug;
+pub mod driver;
 mod engine;
 mod error;
 pub mod fault;
 mod frames;
 mod info;
+mod metrics;
 pub mod needle;
 mod ollama;
 mod openai;
+pub mod pool;
 mod request;
+pub mod scheduler;
 mod server;
 mod sglang;
 mod sse;
 mod state;
+pub mod stats;
+pub mod stepcost;
 mod tgi;
 pub mod tokenizer;
 pub mod truth;
+mod vllm;
 mod vocab;
 mod whole;
 
@@ -37,6 +44,8 @@ pub enum Persona {
     Sglang,
     /// A generic OpenAI-compatible server: `/v1/*` and `/health` only (no tokenize, no flush).
     Openai,
+    /// vLLM: OpenAI routes, `/tokenize`, `/metrics`; `/reset_prefix_cache` only with `--dev-mode`.
+    Vllm,
     /// Ollama: `/api/generate` (NDJSON), `/api/show`, `/api/tags`, `/api/ps`; a default
     /// window that silently truncates longer prompts, a reload on every new `num_ctx`.
     Ollama,
@@ -45,6 +54,7 @@ pub enum Persona {
 }
 
 /// Cost model and quirks; shared by `ctxbench sim` and `ctxbench sweep` without `--url`.
+// The step cost model is stated in `--sim-step-overhead`'s help and in `stepcost.rs`.
 #[derive(Args, Debug, Clone)]
 pub struct SimCostArgs {
     /// Fixed prefill overhead per request, seconds.
@@ -62,7 +72,7 @@ pub struct SimCostArgs {
     /// Decode step time per context token, seconds.
     #[arg(long = "sim-d1", default_value_t = 5.0e-8)]
     pub d1: f64,
-    /// Prefix-cache page size, tokens.
+    /// KV pool and prefix-cache page size, tokens.
     #[arg(long = "sim-page-size", default_value_t = 16)]
     pub page_size: u64,
     /// Turn the prefix cache off.
@@ -93,7 +103,7 @@ pub struct SimCostArgs {
     /// Silently keep the last N tokens of longer prompts instead of answering 400.
     #[arg(long)]
     pub truncate: bool,
-    /// Requests admitted at once; beyond it the answer is 503.
+    /// Requests running at once; beyond it requests queue (see --reject-when-full).
     #[arg(long = "max-running", default_value_t = 8)]
     pub max_running: usize,
     /// Which server the simulator pretends to be.
@@ -105,6 +115,49 @@ pub struct SimCostArgs {
     /// Fault kinds to draw from, comma-separated (default: all).
     #[arg(long = "fault-kinds")]
     pub fault_kinds: Option<String>,
+    /// Fixed cost of every engine step, seconds.
+    ///
+    /// The engine runs in steps like SGLang's and vLLM's schedulers (continuous batching,
+    /// chunked prefill). One step costs, in seconds:
+    ///
+    ///   step = overhead
+    ///     plus, for each prefill chunk [c, e) in the step:
+    ///       (t0 on a request's first chunk) + (e−c)/p0 + q·(e²−c²)/2
+    ///     plus, if any request decodes:
+    ///       d0 + d1·Σ(context of each decoding request) + d2·(decoding requests)
+    ///
+    /// With one request in flight this is exactly the one-request model (plus the
+    /// overhead): TTFT = t0 + (n−c)/p0 + q·(n²−c²)/2, each decode step d0 + d1·context.
+    ///
+    /// Example: `--sim-step-overhead 0.002 --sim-d2 0.0001 --max-batch-tokens 2048`.
+    #[arg(
+        long = "sim-step-overhead",
+        default_value_t = 0.0,
+        verbatim_doc_comment
+    )]
+    pub step_overhead: f64,
+    /// Decode step time per decoding request, seconds (added to d0 + d1·Σcontext).
+    #[arg(long = "sim-d2", default_value_t = 0.0)]
+    pub d2: f64,
+    /// Prefill tokens per engine step (chunked prefill): longer prompts take several steps,
+    /// sharing them with the running requests' decode, e.g. `--max-batch-tokens 2048`.
+    #[arg(long = "max-batch-tokens", default_value_t = 8192)]
+    pub max_batch_tokens: u64,
+    /// KV pool size in tokens, shared by running requests and the prefix cache
+    /// (default: 4 × --context-length), e.g. `--kv-pool-tokens 218000`.
+    #[arg(long = "kv-pool-tokens")]
+    pub kv_pool_tokens: Option<u64>,
+    /// Share of each request's max output reserved in the pool at admission (SGLang's
+    /// new-token ratio): 1 never preempts; lower admits more and preempts when decode
+    /// growth finds no page.
+    #[arg(long = "sim-new-token-ratio", default_value_t = 1.0)]
+    pub new_token_ratio: f64,
+    /// Quirk for fault tests: answer 503 at once beyond --max-running instead of queueing.
+    #[arg(long = "reject-when-full")]
+    pub reject_when_full: bool,
+    /// vLLM persona: serve `POST /reset_prefix_cache` (vLLM needs VLLM_SERVER_DEV_MODE=1).
+    #[arg(long = "dev-mode")]
+    pub dev_mode: bool,
     /// Ollama persona: the window served when a request omits `options.num_ctx` (longer
     /// prompts are cut to it from the front, silently), like `OLLAMA_CONTEXT_LENGTH`.
     #[arg(long = "ollama-num-ctx", default_value_t = 4096)]

@@ -284,7 +284,7 @@ impl OllamaSim {
                 .sleep(secs(self.sim.config.cost.ollama_load_s))
                 .await;
             // A reload starts with an empty KV cache.
-            self.sim.cache().flush();
+            self.sim.engine.with(|sched, _| sched.flush_cache());
             *write = Some(window);
             self.reloads.fetch_add(1, Ordering::SeqCst);
         }

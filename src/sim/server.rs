@@ -1,9 +1,12 @@
 //! The simulated server's lifecycle: the persona's routes, binding (port 0 = a free port),
 //! ground-truth access for tests, and shutdown.
 
+use super::driver::StepTiming;
+use super::scheduler::SeriesPoint;
 use super::state::SimState;
+use super::stats::EngineStats;
 use super::truth::RequestTruth;
-use super::{Persona, SimConfig, info, ollama, openai, sglang, tgi};
+use super::{Persona, SimConfig, debug, info, metrics, ollama, openai, sglang, tgi, vllm};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -65,12 +68,53 @@ impl SimServer {
         self.state.truth.clear();
     }
 
+    /// The engine's clock, s: the time base of every truth record and series point.
+    pub fn now_s(&self) -> f64 {
+        self.state.engine.now_s()
+    }
+
+    /// The engine's running/waiting/pool time series, oldest first.
+    pub fn series(&self) -> Vec<SeriesPoint> {
+        self.state
+            .engine
+            .with(|sched, _| sched.series().copied().collect())
+    }
+
+    /// The engine's cumulative counters and histograms (what `/metrics` exports).
+    pub fn stats(&self) -> EngineStats {
+        self.state.engine.with(|sched, _| sched.stats().clone())
+    }
+
+    /// Resize the KV pool now (running requests keep their pages; growth that no longer
+    /// fits preempts).
+    pub fn resize_pool(&self, tokens: u64) {
+        self.state
+            .engine
+            .with(|sched, now| sched.resize_pool(tokens, now));
+    }
+
+    /// How late each engine step woke and how long its own work took (most recent last);
+    /// for benches.
+    pub fn step_timings(&self) -> Vec<StepTiming> {
+        self.state.engine.step_timings()
+    }
+
+    /// How late recent outputs reached their connections, s (most recent last).
+    pub fn output_lateness_s(&self) -> Vec<f64> {
+        self.state.engine.output_lateness_s()
+    }
+
+    pub fn clear_step_timings(&self) {
+        self.state.engine.clear_step_timings();
+    }
+
     /// One line saying what is simulated, for the listening banner.
     pub fn describe(&self) -> String {
         let args = &self.state.config.cost;
         let persona = match args.persona {
             Persona::Sglang => "sglang",
             Persona::Openai => "openai",
+            Persona::Vllm => "vllm",
             Persona::Ollama => "ollama",
             Persona::Tgi => "tgi",
         };
@@ -96,12 +140,20 @@ impl SimServer {
             _ => persona.to_string(),
         };
         format!(
-            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}{}",
+            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}{}, pool {} tokens, {faults}{}",
             self.state.config.model_name,
             args.context_length,
             if args.truncate { " (truncating)" } else { "" },
             args.spec,
             args.max_running,
+            if args.reject_when_full {
+                " (503 beyond)"
+            } else {
+                ""
+            },
+            self.state
+                .engine
+                .with(|sched, _| sched.pool().capacity_tokens()),
             if args.nagle {
                 ", Nagle on (no TCP_NODELAY)"
             } else {
@@ -137,9 +189,11 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/health", get(info::health));
     let routes = match state.config.cost.persona {
         Persona::Openai => openai_routes,
+        Persona::Vllm => vllm::routes(openai_routes, state.config.cost.dev_mode),
         Persona::Ollama => openai_routes.merge(ollama::routes(Arc::clone(&state))),
         Persona::Tgi => openai_routes.merge(tgi::routes(Arc::clone(&state))),
         Persona::Sglang => openai_routes
+            .route("/metrics", get(metrics::metrics))
             .route("/generate", post(sglang::generate))
             .route(
                 "/flush_cache",
@@ -153,6 +207,7 @@ fn router(state: Arc<SimState>) -> Router {
             .route("/tokenize", post(sglang::tokenize_route)),
     };
     routes
+        .route("/sim/truth", get(debug::truth))
         .fallback(info::not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

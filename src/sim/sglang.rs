@@ -179,7 +179,7 @@ pub async fn flush_cache(State(state): State<Arc<SimState>>) -> Response {
         );
         return (StatusCode::BAD_REQUEST, message).into_response();
     }
-    state.cache().flush();
+    state.engine.with(|sched, _| sched.flush_cache());
     (
         StatusCode::OK,
         "Cache flushed.\nPlease check backend logs for more details. \

@@ -1,15 +1,17 @@
-//! State shared by every route: configuration, the compute lock, the prefix cache,
-//! admission counting, fault draws and the ground-truth log.
+//! State shared by every route: configuration, the serving engine (scheduler, KV pool and
+//! prefix cache), admission counting, fault draws and the ground-truth log.
 
 use super::SimConfig;
-use super::cache::PrefixCache;
 use super::cost::CostModel;
+use super::driver::Engine;
 use super::fault::FaultPlan;
+use super::scheduler::EngineConfig;
+use super::stepcost::StepCost;
 use super::truth::TruthLog;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -19,12 +21,13 @@ pub const POOL_CONTEXTS: u64 = 4;
 
 pub struct SimState {
     pub config: SimConfig,
+    /// The one-request cost model, for front ends that report cost-model durations.
+    #[allow(dead_code)]
     pub cost: CostModel,
     pub faults: FaultPlan,
     pub truth: TruthLog,
-    /// Held by one request for its whole prefill and decode: one request computes at a time.
-    compute: tokio::sync::Mutex<()>,
-    cache: Mutex<PrefixCache>,
+    /// The step loop that computes every request.
+    pub engine: Engine,
     in_flight: AtomicUsize,
     arrivals: AtomicU64,
     stopping: watch::Sender<bool>,
@@ -32,7 +35,7 @@ pub struct SimState {
     pub instance_id: String,
 }
 
-/// A request's place among `--max-running`; released on drop.
+/// A request in flight over HTTP (queued or running); released on drop.
 pub struct Slot {
     state: Arc<SimState>,
 }
@@ -63,17 +66,12 @@ impl SimState {
             anyhow::bail!("--max-running must be at least 1");
         }
         let faults = FaultPlan::new(args.fault_rate, args.fault_kinds.as_deref(), config.seed)?;
-        let cache = PrefixCache::new(
-            args.page_size,
-            pool_tokens(args.context_length),
-            !args.no_cache,
-        );
+        let engine = Engine::start(engine_config(&config)?)?;
         Ok(SimState {
             cost,
             faults,
             truth: TruthLog::default(),
-            compute: tokio::sync::Mutex::new(()),
-            cache: Mutex::new(cache),
+            engine,
             in_flight: AtomicUsize::new(0),
             arrivals: AtomicU64::new(0),
             stopping: watch::Sender::new(false),
@@ -82,15 +80,14 @@ impl SimState {
         })
     }
 
-    pub fn cache(&self) -> MutexGuard<'_, PrefixCache> {
-        self.cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// A slot, or `None` when `--max-running` requests are already in flight.
+    /// A slot; with `--reject-when-full`, `None` when `--max-running` requests are already
+    /// in flight (otherwise requests beyond it queue in the engine).
     pub fn admit(self: &Arc<Self>) -> Option<Slot> {
-        let max = self.config.cost.max_running;
+        let max = if self.config.cost.reject_when_full {
+            self.config.cost.max_running
+        } else {
+            usize::MAX
+        };
         self.in_flight
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < max).then_some(n + 1)
@@ -115,6 +112,7 @@ impl SimState {
 
     pub fn stop(&self) {
         self.stopping.send_replace(true);
+        self.engine.stop();
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -148,30 +146,55 @@ impl SimState {
     pub async fn sleep(&self, duration: Duration) -> bool {
         self.sleep_until(Instant::now() + duration).await
     }
-
-    /// Wait for the compute lock; `None` when the server shuts down first.
-    pub async fn compute_turn(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        let mut stopping = self.stopping.subscribe();
-        tokio::select! {
-            guard = self.compute.lock() => Some(guard),
-            _ = stopping.wait_for(|s| *s) => None,
-        }
-    }
 }
 
-/// `max_total_num_tokens` the simulator reports.
 /// How long before a precise deadline the timer hands over to yielding.
 const PRECISE_MARGIN: Duration = Duration::from_millis(2);
 
-pub fn pool_tokens(context_length: u64) -> u64 {
-    context_length.saturating_mul(POOL_CONTEXTS)
+/// The engine's settings from the flags, each checked and named when wrong.
+fn engine_config(config: &SimConfig) -> anyhow::Result<EngineConfig> {
+    let args = &config.cost;
+    let cost = StepCost {
+        model: CostModel::from_args(args),
+        overhead: args.step_overhead,
+        d2: args.d2,
+    };
+    if let Some(problem) = cost.problem() {
+        anyhow::bail!(problem);
+    }
+    if args.max_batch_tokens == 0 {
+        anyhow::bail!("--max-batch-tokens must be at least 1 token per step");
+    }
+    if !(args.new_token_ratio.is_finite() && (0.0..=1.0).contains(&args.new_token_ratio)) {
+        anyhow::bail!(
+            "--sim-new-token-ratio must be between 0 and 1, got {}",
+            args.new_token_ratio
+        );
+    }
+    let pool = args
+        .kv_pool_tokens
+        .unwrap_or_else(|| pool_tokens(args.context_length));
+    let page = args.page_size.max(1);
+    if pool / page < args.context_length.div_ceil(page) {
+        anyhow::bail!(
+            "--kv-pool-tokens {pool} is smaller than --context-length {}: a request of the full \
+             context could never run; raise the pool or lower the context",
+            args.context_length
+        );
+    }
+    Ok(EngineConfig {
+        cost,
+        max_batch_tokens: args.max_batch_tokens,
+        max_running: args.max_running,
+        spec: args.spec,
+        new_token_ratio: args.new_token_ratio,
+        page_tokens: args.page_size,
+        pool_tokens: pool,
+        cache: !args.no_cache,
+    })
 }
 
-/// `at + seconds`, saturating far in the future instead of overflowing.
-pub fn later(at: Instant, seconds: f64) -> Instant {
-    let far = Duration::from_secs(365 * 24 * 3600);
-    let step = Duration::try_from_secs_f64(seconds.max(0.0))
-        .unwrap_or(far)
-        .min(far);
-    at.checked_add(step).unwrap_or(at)
+/// The default KV pool: `POOL_CONTEXTS` contexts.
+pub fn pool_tokens(context_length: u64) -> u64 {
+    context_length.saturating_mul(POOL_CONTEXTS)
 }

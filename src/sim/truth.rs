@@ -13,8 +13,9 @@ pub struct DecodeStep {
     pub cost_s: f64,
 }
 
-/// What the simulator did for one generation request.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What the simulator did for one generation request. Times are seconds on the engine's
+/// clock (`SimServer::now_s`, `/sim/truth`'s `now_s`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RequestTruth {
     /// `/generate`, `/v1/completions` or `/v1/chat/completions`.
     pub route: String,
@@ -34,6 +35,16 @@ pub struct RequestTruth {
     pub needle_answer: Option<String>,
     /// The injected fault's kind, e.g. `reset`.
     pub fault: Option<String>,
+    /// When the request had arrived (its body parsed).
+    pub arrival_s: f64,
+    /// When it left the queue (first admission).
+    pub admitted_s: Option<f64>,
+    /// When its first token was handed to the connection.
+    pub first_token_s: Option<f64>,
+    /// When its last token was handed to the connection.
+    pub finished_s: Option<f64>,
+    /// Times the engine preempted it (pages freed, recomputed later).
+    pub preemptions: u32,
 }
 
 impl RequestTruth {

@@ -1,0 +1,354 @@
+//! The paged KV pool that running requests and the radix prefix cache share: a page is free,
+//! private to one request, or a cached prompt page referenced by zero or more requests.
+//! Unreferenced cached pages are evicted least-recently-released first when room is needed.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// Keeps memory bounded whatever the pool size says.
+const MAX_PAGES: u64 = 16_000_000;
+
+#[derive(Debug, Clone, Copy)]
+struct Cached {
+    refs: u32,
+    /// When it last became unreferenced (LRU order).
+    tick: u64,
+    /// Page index in its prompt: deeper pages of a chain are evicted first.
+    depth: u32,
+}
+
+/// Page accounting in whole pages. `free` goes negative only after the pool was shrunk
+/// below what is in use; it comes back as requests finish or are preempted.
+#[derive(Debug)]
+pub struct KvPool {
+    page_tokens: u64,
+    capacity: u64,
+    free: i64,
+    cache_on: bool,
+    cached: HashMap<u128, Cached>,
+    evictable: BTreeSet<(u64, Reverse<u32>, u128)>,
+    tick: u64,
+    evicted_pages: u64,
+}
+
+impl KvPool {
+    pub fn new(page_tokens: u64, capacity_tokens: u64, cache_on: bool) -> KvPool {
+        let page_tokens = page_tokens.max(1);
+        let capacity = (capacity_tokens / page_tokens).clamp(1, MAX_PAGES);
+        KvPool {
+            page_tokens,
+            capacity,
+            free: capacity as i64,
+            cache_on,
+            cached: HashMap::new(),
+            evictable: BTreeSet::new(),
+            tick: 0,
+            evicted_pages: 0,
+        }
+    }
+
+    pub fn page_tokens(&self) -> u64 {
+        self.page_tokens
+    }
+
+    /// Pages covering `tokens` tokens.
+    pub fn pages_for(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(self.page_tokens)
+    }
+
+    pub fn capacity_pages(&self) -> u64 {
+        self.capacity
+    }
+
+    pub fn capacity_tokens(&self) -> u64 {
+        self.capacity * self.page_tokens
+    }
+
+    /// Pages neither free nor evictable: held by running requests.
+    pub fn referenced_pages(&self) -> u64 {
+        (self.capacity as i64 - self.free - self.evictable.len() as i64).max(0) as u64
+    }
+
+    /// Cached pages no request references (evictable on demand).
+    pub fn evictable_pages(&self) -> u64 {
+        self.evictable.len() as u64
+    }
+
+    pub fn cached_pages(&self) -> u64 {
+        self.cached.len() as u64
+    }
+
+    /// Cached pages evicted so far to make room.
+    pub fn evicted_pages(&self) -> u64 {
+        self.evicted_pages
+    }
+
+    /// Pages an allocation could get now, evicting every unreferenced cached page.
+    pub fn available(&self) -> i64 {
+        self.free + self.evictable.len() as i64
+    }
+
+    /// The key of each whole page of `prompt`, each chained over everything before it.
+    pub fn keys(&self, prompt: &[u32]) -> Vec<u128> {
+        if !self.cache_on {
+            return Vec::new();
+        }
+        page_keys(prompt, self.page_tokens).collect()
+    }
+
+    /// How many leading pages of a `prompt_len`-token prompt with these `keys` are cached:
+    /// whole pages, at most `prompt_len - 1` tokens.
+    pub fn matched(&self, keys: &[u128], prompt_len: u64) -> usize {
+        let usable = (prompt_len.saturating_sub(1) / self.page_tokens) as usize;
+        keys[..usable.min(keys.len())]
+            .iter()
+            .take_while(|key| self.cached.contains_key(key))
+            .count()
+    }
+
+    /// Keys of the leading cached pages of `prompt`.
+    pub fn lookup(&self, prompt: &[u32]) -> Vec<u128> {
+        let mut keys = self.keys(prompt);
+        keys.truncate(self.matched(&keys, prompt.len() as u64));
+        keys
+    }
+
+    /// How many of `keys` nobody references (they stop being evictable once acquired).
+    pub fn unreferenced_among(&self, keys: &[u128]) -> u64 {
+        keys.iter()
+            .filter(|k| self.cached.get(k).is_some_and(|c| c.refs == 0))
+            .count() as u64
+    }
+
+    /// Reference cached pages (a request reuses them).
+    pub fn acquire(&mut self, keys: &[u128]) {
+        for key in keys {
+            if let Some(c) = self.cached.get_mut(key) {
+                if c.refs == 0 {
+                    self.evictable.remove(&(c.tick, Reverse(c.depth), *key));
+                }
+                c.refs += 1;
+            }
+        }
+    }
+
+    /// Drop references; pages nobody references become evictable, newest last.
+    pub fn release(&mut self, keys: &[u128]) {
+        self.tick += 1;
+        for key in keys {
+            if let Some(c) = self.cached.get_mut(key) {
+                c.refs = c.refs.saturating_sub(1);
+                if c.refs == 0 {
+                    c.tick = self.tick;
+                    self.evictable.insert((c.tick, Reverse(c.depth), *key));
+                }
+            }
+        }
+    }
+
+    /// Take `pages` private pages, evicting LRU cached pages as needed; false (and nothing
+    /// taken) when even full eviction leaves too few.
+    pub fn alloc(&mut self, pages: u64) -> bool {
+        let pages = pages as i64;
+        if self.available() < pages {
+            return false;
+        }
+        while self.free < pages {
+            self.evict_one();
+        }
+        self.free -= pages;
+        true
+    }
+
+    /// Give private pages back.
+    pub fn free(&mut self, pages: u64) {
+        self.free += pages as i64;
+    }
+
+    /// Turn a prefilled prompt's whole pages `keys[held..]` (the first `held` are already
+    /// referenced) into cached pages this request references. Returns how many: the request
+    /// holds that many fewer private pages afterwards (a page someone else cached meanwhile
+    /// is freed and theirs referenced instead).
+    pub fn insert(&mut self, keys: &[u128], held: usize) -> usize {
+        if !self.cache_on {
+            return 0;
+        }
+        for (depth, &key) in keys.iter().enumerate().skip(held) {
+            match self.cached.get(&key) {
+                Some(_) => {
+                    self.acquire(&[key]);
+                    self.free += 1;
+                }
+                None => {
+                    self.cached.insert(
+                        key,
+                        Cached {
+                            refs: 1,
+                            tick: 0,
+                            depth: depth as u32,
+                        },
+                    );
+                }
+            }
+        }
+        keys.len().saturating_sub(held)
+    }
+
+    /// Evict every unreferenced cached page.
+    pub fn flush(&mut self) {
+        while !self.evictable.is_empty() {
+            self.evict_one();
+        }
+    }
+
+    /// Change the pool's size; in-use pages stay (free may go negative until they leave).
+    pub fn resize(&mut self, capacity_tokens: u64) {
+        let capacity = (capacity_tokens / self.page_tokens).clamp(1, MAX_PAGES);
+        self.free += capacity as i64 - self.capacity as i64;
+        self.capacity = capacity;
+        while self.free < 0 && !self.evictable.is_empty() {
+            self.evict_one();
+        }
+    }
+
+    fn evict_one(&mut self) {
+        if let Some((_, _, key)) = self.evictable.pop_first() {
+            self.cached.remove(&key);
+            self.free += 1;
+            self.evicted_pages += 1;
+        }
+    }
+}
+
+/// Key of each whole page, each depending on all tokens before it (a radix path).
+fn page_keys(tokens: &[u32], page_tokens: u64) -> impl Iterator<Item = u128> + '_ {
+    let mut prev: u128 = 0;
+    tokens.chunks_exact(page_tokens as usize).map(move |page| {
+        let half = |salt: u8| {
+            let mut h = DefaultHasher::new();
+            (prev, salt, page).hash(&mut h);
+            h.finish() as u128
+        };
+        prev = (half(0) << 64) | half(1);
+        prev
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(n: u32, salt: u32) -> Vec<u32> {
+        (0..n).map(|i| 300 + (i * 7 + salt) % 997).collect()
+    }
+
+    #[test]
+    fn cached_pages_are_shared_and_evicted_only_when_unreferenced() {
+        let mut pool = KvPool::new(16, 160, true); // 10 pages
+        let a = prompt(64, 0);
+        assert!(pool.alloc(4));
+        let keys = pool.keys(&a);
+        assert_eq!(pool.insert(&keys, 0), 4);
+        assert_eq!(pool.referenced_pages(), 4);
+        assert_eq!(pool.lookup(&a).len(), 3, "n-1 rule");
+        // Referenced pages cannot be evicted: 6 free only.
+        assert!(!pool.alloc(7));
+        pool.release(&keys);
+        assert_eq!(pool.evictable_pages(), 4);
+        assert_eq!(pool.referenced_pages(), 0);
+        assert!(pool.alloc(7), "evicts LRU cached pages for room");
+        assert_eq!(pool.evicted_pages(), 1);
+        assert_eq!(
+            pool.lookup(&a).len(),
+            3,
+            "the deepest page went first, the prefix survives"
+        );
+        assert!(pool.alloc(3));
+        assert_eq!(pool.lookup(&a).len(), 0);
+        assert_eq!(pool.available(), 0);
+    }
+
+    /// Cache `p` as a finished request would leave it.
+    fn cache(pool: &mut KvPool, p: &[u32]) {
+        let keys = pool.keys(p);
+        assert!(pool.alloc(keys.len() as u64));
+        pool.insert(&keys, 0);
+        pool.release(&keys);
+    }
+
+    #[test]
+    fn identical_prompt_hits_whole_pages_but_not_the_last_token() {
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        let p = prompt(100, 0);
+        assert!(pool.lookup(&p).is_empty());
+        cache(&mut pool, &p);
+        assert_eq!(pool.lookup(&p).len() * 16, 96); // floor(99/16)*16
+        let exact = prompt(64, 0);
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        cache(&mut pool, &exact);
+        assert_eq!(
+            pool.lookup(&exact).len() * 16,
+            48,
+            "the 4th page ends on the last token"
+        );
+        let mut pool = KvPool::new(1, 1 << 20, true);
+        cache(&mut pool, &p);
+        assert_eq!(pool.lookup(&p).len(), 99, "page size 1 hits n-1");
+    }
+
+    #[test]
+    fn shared_prefix_hits_only_the_shared_whole_pages() {
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        let a = prompt(100, 0);
+        cache(&mut pool, &a);
+        let mut b = a.clone();
+        b[40] = 1; // differs inside the third page
+        assert_eq!(pool.lookup(&b).len(), 2);
+        let mut c = a.clone();
+        c[0] = 1; // a nonce at the start defeats the cache
+        assert!(pool.lookup(&c).is_empty());
+        assert_eq!(
+            pool.lookup(&prompt(200, 0)).len(),
+            6,
+            "a longer prompt reuses them"
+        );
+    }
+
+    #[test]
+    fn flush_and_disabled_cache_never_hit() {
+        let mut pool = KvPool::new(16, 1 << 20, true);
+        let p = prompt(100, 0);
+        cache(&mut pool, &p);
+        pool.flush();
+        assert!(pool.lookup(&p).is_empty());
+        assert_eq!(pool.cached_pages(), 0);
+        let mut off = KvPool::new(16, 1 << 20, false);
+        cache(&mut off, &p);
+        assert!(off.lookup(&p).is_empty());
+    }
+
+    #[test]
+    fn insert_of_a_page_cached_meanwhile_frees_the_private_copy() {
+        let mut pool = KvPool::new(16, 320, true);
+        let a = prompt(32, 1);
+        assert!(pool.alloc(2));
+        assert!(pool.alloc(2));
+        let keys = pool.keys(&a);
+        pool.insert(&keys, 0);
+        pool.insert(&keys, 0);
+        assert_eq!(pool.cached_pages(), 2);
+        assert_eq!(pool.referenced_pages(), 2);
+    }
+
+    #[test]
+    fn shrinking_below_use_makes_free_negative_until_released() {
+        let mut pool = KvPool::new(1, 10, false);
+        assert!(pool.alloc(8));
+        pool.resize(5);
+        assert_eq!(pool.available(), -3);
+        assert!(!pool.alloc(1));
+        pool.free(8);
+        assert_eq!(pool.available(), 5);
+    }
+}

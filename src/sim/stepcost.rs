@@ -1,0 +1,98 @@
+//! The engine's step cost model, the ground truth every timing test uses. One step costs
+//!
+//! ```text
+//! step = overhead
+//!      + Σ over prefill chunks [c, e):  (t0 on a request's first chunk) + (e−c)/p0 + q·(e²−c²)/2
+//!      + if any request decodes:        d0 + d1·Σ(context of each decoding request) + d2·(decoding requests)
+//! ```
+//!
+//! The chunk terms telescope, so a prompt split into chunks costs what it costs whole, and
+//! with one request in flight (overhead 0, d2 0, the defaults) every prefill and decode step
+//! takes exactly what the one-request-at-a-time simulator charged.
+
+use super::cost::CostModel;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepCost {
+    pub model: CostModel,
+    /// Fixed cost of every step, s.
+    pub overhead: f64,
+    /// Decode cost per decoding request, s.
+    pub d2: f64,
+}
+
+impl StepCost {
+    /// Prefill chunk `[c, e)` of a prompt, without `t0`.
+    pub fn chunk_s(&self, c: u64, e: u64) -> f64 {
+        let (c, e) = (c as f64, e.max(c) as f64);
+        (e - c) / self.model.p0 + self.model.q * (e * e - c * c) / 2.0
+    }
+
+    /// One batched decode step: `context_sum` over `requests` decoding requests.
+    pub fn decode_s(&self, requests: u64, context_sum: u64) -> f64 {
+        if requests == 0 {
+            return 0.0;
+        }
+        self.model.d0 + self.model.d1 * context_sum as f64 + self.d2 * requests as f64
+    }
+
+    /// Why these numbers cannot drive the engine, naming the flag.
+    pub fn problem(&self) -> Option<String> {
+        if let Some(problem) = self.model.problem() {
+            return Some(problem);
+        }
+        for (flag, v) in [
+            ("--sim-step-overhead", self.overhead),
+            ("--sim-d2", self.d2),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Some(format!("{flag} must be a finite number >= 0, got {v}"));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COST: StepCost = StepCost {
+        model: CostModel {
+            t0: 0.01,
+            p0: 1000.0,
+            q: 1e-6,
+            d0: 0.004,
+            d1: 1e-5,
+        },
+        overhead: 0.0,
+        d2: 0.001,
+    };
+
+    #[test]
+    fn chunks_telescope_to_the_whole_prefill() {
+        let whole = COST.model.t0 + COST.chunk_s(100, 2000);
+        let split = COST.model.t0 + COST.chunk_s(100, 700) + COST.chunk_s(700, 2000);
+        assert!((whole - split).abs() < 1e-12);
+        assert!((whole - COST.model.prefill_s(100, 2000)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_decoder_pays_the_old_step_plus_d2() {
+        assert!((COST.decode_s(1, 1000) - (COST.model.decode_step_s(1000) + 0.001)).abs() < 1e-12);
+        assert_eq!(COST.decode_s(0, 0), 0.0);
+        // Batched: weights read once, attention per request.
+        assert!((COST.decode_s(4, 4000) - (0.004 + 0.04 + 0.004)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn bad_numbers_name_their_flag() {
+        let bad = StepCost { d2: -1.0, ..COST };
+        assert!(bad.problem().unwrap().contains("--sim-d2"));
+        let bad = StepCost {
+            overhead: f64::INFINITY,
+            ..COST
+        };
+        assert!(bad.problem().unwrap().contains("--sim-step-overhead"));
+    }
+}
