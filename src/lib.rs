@@ -8,11 +8,13 @@ pub mod cli;
 pub mod exit;
 pub mod fit;
 pub mod lengths;
+pub mod load;
 pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;
 pub mod resultfile;
+pub mod run;
 pub mod sim;
 pub mod stats;
 pub mod summary;
@@ -29,5 +31,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plan(args) => capacity::run(args).await,
         Command::Report(args) => report::run_report(args),
         Command::Compare(args) => report::run_compare(args),
+        Command::Load(args) => load::run(*args).await,
     }
 }

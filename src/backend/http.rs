@@ -161,18 +161,49 @@ impl Http {
         path: &str,
         body: &Value,
         deadline: Duration,
+        on_item: F,
+    ) -> Result<SseEnd, RequestError>
+    where
+        F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
+    {
+        let bytes = serde_json::to_vec(body).map_err(|e| RequestError::Http {
+            status: 0,
+            message: format!("serialising the request: {e}"),
+        })?;
+        self.post_sse_parts(path, vec![bytes::Bytes::from(bytes)], deadline, on_item)
+            .await
+    }
+
+    /// `post_sse` with the JSON body given as chunks sent one after another (so a large
+    /// prompt shared by many requests is never copied per request).
+    pub async fn post_sse_parts<F>(
+        &self,
+        path: &str,
+        parts: Vec<bytes::Bytes>,
+        deadline: Duration,
         mut on_item: F,
     ) -> Result<SseEnd, RequestError>
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
+        let length: usize = parts.iter().map(|p| p.len()).sum();
+        let body = || -> reqwest::Body {
+            if let [one] = parts.as_slice() {
+                reqwest::Body::from(one.clone())
+            } else {
+                let chunks = parts.clone().into_iter().map(Ok::<_, std::io::Error>);
+                reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+            }
+        };
         let work = async {
             let mut retried = false;
             let (sent, resp) = loop {
                 let sent = Instant::now();
                 match self
                     .request(reqwest::Method::POST, path)
-                    .json(body)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::CONTENT_LENGTH, length)
+                    .body(body())
                     .send()
                     .await
                 {
