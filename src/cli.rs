@@ -201,8 +201,10 @@ pub struct ProbeArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// A result file written by `sweep --out`.
+    /// A result file written by `sweep --out` or `load --out`.
     pub file: PathBuf,
+    /// More load files of the same plan (one per client machine): merged by their records.
+    pub more: Vec<PathBuf>,
     /// Write a self-contained HTML report here.
     #[arg(long)]
     pub html: Option<PathBuf>,

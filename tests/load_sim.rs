@@ -270,5 +270,22 @@ async fn the_file_resumes_per_cell_and_reports_merge_by_records() {
         ctxbench::resultfile::parse(&text).unwrap().load.plan,
         Some(_)
     ));
+    // Two clients' files of one plan merge by their raw records.
+    let f = ctxbench::resultfile::read(&out).unwrap();
+    let merged = ctxbench::load::merge::merge(&[("a".into(), f.clone()), ("b".into(), f)]).unwrap();
+    for (m, c) in merged.cells.iter().zip(&file.load.cells) {
+        assert_eq!(m.sent, 2 * c.sent);
+        assert_eq!(m.ok + m.failed, m.sent);
+    }
+    let html = ctxbench::load::render::html(&merged);
+    assert!(
+        html.contains("chart-ttft") && html.contains("chart-pareto"),
+        "{html}"
+    );
+    let mut other = ctxbench::resultfile::read(&out).unwrap();
+    other.load.plan.as_mut().unwrap().seed += 1;
+    let f = ctxbench::resultfile::read(&out).unwrap();
+    let e = ctxbench::load::merge::merge(&[("a".into(), f), ("b".into(), other)]);
+    assert!(e.is_err_and(|e| e.to_string().contains("different load plan")));
     let _ = Record::Knee(Default::default());
 }

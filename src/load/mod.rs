@@ -3,6 +3,7 @@
 
 pub mod cell;
 pub mod knee;
+pub mod merge;
 pub mod render;
 pub mod request;
 pub mod slo;
@@ -648,4 +649,30 @@ async fn run_cell(
     ctx.out.server_metrics.extend(scrapes);
     let _ = format_count;
     Ok(cell)
+}
+
+/// `ctxbench report` on load files: merge, summarise, print.
+pub fn report_files(
+    args: &crate::cli::ReportArgs,
+    first: crate::resultfile::ResultFile,
+) -> anyhow::Result<u8> {
+    let mut files = vec![(args.file.display().to_string(), first)];
+    for p in &args.more {
+        let f = crate::resultfile::read(p).map_err(|e| anyhow::anyhow!("{e}"))?;
+        files.push((p.display().to_string(), f));
+    }
+    for (name, f) in &files {
+        if f.torn_tail {
+            eprintln!("note: the last line of {name} was torn (a crash mid-write) and was ignored");
+        }
+    }
+    let r = merge::merge(&files)?;
+    print!(
+        "{}",
+        render::render(&r.plan, &r.cells, &r.knees, args.format)
+    );
+    if let Some(h) = &args.html {
+        render::write_html(h, &r)?;
+    }
+    Ok(r.exit_code())
 }

@@ -65,6 +65,9 @@ pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
 
 pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
     let file = crate::resultfile::read(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if file.load.plan.is_some() || !args.more.is_empty() {
+        return crate::load::report_files(&args, file);
+    }
     let Some(run) = &file.run else {
         anyhow::bail!(
             "{}: no run record: not a ctxbench result file",
