@@ -253,7 +253,7 @@ mod tests {
 
     #[test]
     fn goodput_counts_failures_and_slow_requests_as_misses() {
-        let mut rs = vec![req(0.0, 0.5, 3.0), req(0.0, 2.0, 4.0), req(3.0, 0.5, 3.0)];
+        let mut rs = [req(0.0, 0.5, 3.0), req(0.0, 2.0, 4.0), req(3.0, 0.5, 3.0)];
         rs[2].ok = false;
         rs[2].error = Some(crate::record::load::RequestFailure {
             kind: "timeout".into(),

@@ -165,16 +165,12 @@ async fn wait_until(target: Instant, spin: Duration) {
 mod tests {
     use super::*;
 
+    type Served = std::pin::Pin<Box<dyn Future<Output = (Slot, Duration, Duration)> + Send>>;
+
     /// A fake server that takes `cost` per request, serving at most `servers` at once.
-    fn fake(
-        cost: Duration,
-        servers: usize,
-    ) -> impl Fn(Slot) -> std::pin::Pin<Box<dyn Future<Output = (Slot, Duration, Duration)> + Send>>
-    + Send
-    + Sync
-    + 'static {
+    fn fake(cost: Duration, servers: usize) -> impl Fn(Slot) -> Served + Send + Sync + 'static {
         let sem = Arc::new(Semaphore::new(servers));
-        move |slot: Slot| {
+        move |slot: Slot| -> Served {
             let sem = sem.clone();
             Box::pin(async move {
                 let _p = sem.acquire().await.unwrap();
