@@ -292,3 +292,108 @@ async fn the_file_resumes_per_cell_and_reports_merge_by_records() {
     assert!(e.is_err_and(|e| e.to_string().contains("different load plan")));
     let _ = Record::Knee(Default::default());
 }
+
+#[test]
+fn the_cli_runs_against_the_builtin_simulator_and_report_and_compare_read_load_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("load.jsonl");
+    let p = f.to_str().unwrap();
+    let out = assert_cmd::Command::cargo_bin("ctxbench")
+        .unwrap()
+        .args([
+            "load",
+            "--lengths",
+            "1k",
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "4",
+            "--output-tokens",
+            "4",
+            "--sim-t0",
+            "0.002",
+            "--out",
+            p,
+            "--format",
+            "csv",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("built-in simulator"), "{stderr}");
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(csv.lines().count(), 3, "header + 2 cells: {csv}");
+    let report = assert_cmd::Command::cargo_bin("ctxbench")
+        .unwrap()
+        .args(["report", p, "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    assert_eq!(String::from_utf8_lossy(&report.stdout).lines().count(), 3);
+    let cmp = assert_cmd::Command::cargo_bin("ctxbench")
+        .unwrap()
+        .args(["compare", p, p])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&cmp.stdout);
+    assert!(
+        cmp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cmp.stderr)
+    );
+    assert!(
+        text.contains("ttft_p50_ms") && text.contains("1.000"),
+        "{text}"
+    );
+    let bad = assert_cmd::Command::cargo_bin("ctxbench")
+        .unwrap()
+        .args(["load", "--lengths", "1k", "--rate", "0"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--rate"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_knee_search_runs_end_to_end_and_sits_beside_the_plan() {
+    let _t = timing_lock().await;
+    let s = sim(COSTS).await;
+    // ~36 ms per request alone; an E2E bound of 90 ms fails well before 16 in flight.
+    let r = load(
+        &s.url(),
+        &[
+            "--lengths",
+            "1k",
+            "--find-knee",
+            "--knee-max",
+            "16",
+            "--requests",
+            "8",
+            "--output-tokens",
+            "8",
+            "--slo",
+            "e2e=90ms",
+            "--goodput-target",
+            "0.9",
+        ],
+    )
+    .await;
+    let k = &r.knees[0];
+    let knee = k.knee.expect("c=1 meets a 90 ms bound") as u32;
+    let miss = k.first_miss.expect("16 in flight cannot") as u32;
+    assert_eq!(miss, knee + 1, "{k:?}");
+    let cell = |c: u32| {
+        r.cells
+            .iter()
+            .find(|x| x.cell.concurrency == Some(c))
+            .unwrap()
+    };
+    assert!(cell(knee).meets_target && !cell(miss).meets_target);
+    assert!(k.planned.is_some() && k.planned_from.is_some(), "{k:?}");
+    assert_eq!(k.probes.len(), r.cells.len());
+}

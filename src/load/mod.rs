@@ -2,6 +2,7 @@
 //! request runner, small to large; SLOs and goodput, server telemetry, the knee.
 
 pub mod cell;
+pub mod compare;
 pub mod knee;
 pub mod merge;
 pub mod render;
@@ -675,4 +676,20 @@ pub fn report_files(
         render::write_html(h, &r)?;
     }
     Ok(r.exit_code())
+}
+
+/// `ctxbench compare` on two load files: common cells side by side.
+pub fn compare_files(
+    args: &crate::cli::CompareArgs,
+    a: (String, crate::resultfile::ResultFile),
+    b: (String, crate::resultfile::ResultFile),
+) -> anyhow::Result<u8> {
+    let (la, lb) = (a.0.clone(), b.0.clone());
+    let ra = merge::merge(&[a])?;
+    let rb = merge::merge(&[b])?;
+    print!("{}", compare::render(&ra, &rb, (&la, &lb), args.format)?);
+    if args.html.is_some() {
+        eprintln!("note: --html is not drawn for load files yet; use `report --html` on each");
+    }
+    Ok(exit::OK)
 }

@@ -101,6 +101,9 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
     };
     let (a, b) = (read(&args.a)?, read(&args.b)?);
     let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
+    if a.load.plan.is_some() || b.load.plan.is_some() {
+        return crate::load::compare_files(&args, (la, a), (lb, b));
+    }
     let comparison = compare::compare(&a, &b, (&la, &lb))?;
     print!("{}", compare::render::render(&comparison, args.format));
     if let Some(h) = &args.html {
