@@ -89,6 +89,20 @@ async fn every_request_is_accounted_for_in_summary_and_file() {
         );
         assert!(c.goodput_fraction.unwrap() <= c.ok as f64 / c.sent as f64);
     }
+    // Connections: the closed loop's workers keep theirs alive (faults aside).
+    let reused = file
+        .load
+        .requests
+        .iter()
+        .filter(|q| q.conn_reused == Some(true))
+        .count();
+    let new = file
+        .load
+        .requests
+        .iter()
+        .filter(|q| q.conn_reused == Some(false))
+        .count();
+    assert!(reused > new && new >= 1, "reused {reused}, new {new}");
     // The per-cell summary in the file matches the returned one.
     assert_eq!(file.load.cells, r.cells);
 }

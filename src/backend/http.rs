@@ -219,6 +219,10 @@ impl Http {
                 let bytes = resp.bytes().await.unwrap_or_default();
                 return Err(self.status_error(status.as_u16(), &bytes));
             }
+            let local_addr = resp
+                .extensions()
+                .get::<hyper_util::client::legacy::connect::HttpInfo>()
+                .map(|i| i.local_addr());
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
             while let Some(chunk) = stream.next().await {
@@ -235,6 +239,7 @@ impl Http {
                         return Ok(SseEnd {
                             complete: true,
                             elapsed: sent.elapsed(),
+                            local_addr,
                         });
                     }
                 }
@@ -242,6 +247,7 @@ impl Http {
             Ok(SseEnd {
                 complete: false,
                 elapsed: sent.elapsed(),
+                local_addr,
             })
         };
         tokio::time::timeout(deadline, work)
@@ -266,6 +272,8 @@ pub struct SseEnd {
     /// The final event was seen.
     pub complete: bool,
     pub elapsed: Duration,
+    /// The client end of the connection (a connection seen before was reused).
+    pub local_addr: Option<std::net::SocketAddr>,
 }
 
 /// The message inside a server's error body: `{"error":{"message"}}`, `{"message"}`,

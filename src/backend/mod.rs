@@ -62,6 +62,8 @@ pub struct Completion {
     pub text: String,
     /// False when per-event token counts had to be estimated (no server counts).
     pub counts_from_server: bool,
+    /// The client end of the connection it went over, when the HTTP client says.
+    pub local_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -151,7 +153,9 @@ pub(crate) async fn stream_completion<F: StreamFold>(
     let end = http
         .post_sse_parts(path, parts, deadline, |at, item| fold.on_item(at, item))
         .await?;
-    fold.finish(end.complete, end.elapsed)
+    let mut c = fold.finish(end.complete, end.elapsed)?;
+    c.local_addr = end.local_addr;
+    Ok(c)
 }
 
 /// What one SSE item of a generation stream holds, once the common cases are handled.

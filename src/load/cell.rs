@@ -272,4 +272,37 @@ mod tests {
         assert!(!c.meets_target);
         assert!(c.notes.iter().any(|n| n.contains("no server metrics")));
     }
+
+    #[test]
+    fn a_client_counting_far_more_in_flight_than_the_server_is_named() {
+        let scrape = |client: u64, running: f64| ServerMetricsRecord {
+            t_s: 1.0,
+            client_in_flight: client,
+            running: Some(running),
+            waiting: Some(0.0),
+            ..Default::default()
+        };
+        let slo = slo::parse("").unwrap();
+        // 64 in flight by the client's count; the server sees 10-12 running and none waiting.
+        let starved = [scrape(64, 10.0), scrape(64, 12.0)];
+        let mut key = req(0.0, 0.5, 3.0).cell;
+        key.concurrency = Some(64);
+        let many: Vec<RequestRecord> = (0..64).map(|_| req(0.0, 0.5, 3.0)).collect();
+        let refs: Vec<&RequestRecord> = many.iter().collect();
+        let c = summarise(key, &refs, &starved.iter().collect::<Vec<_>>(), &slo, 0.9);
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("the client (or a proxy) is the bottleneck")),
+            "{:?}",
+            c.notes
+        );
+        let fine = [scrape(64, 60.0)];
+        let c = summarise(key, &refs, &fine.iter().collect::<Vec<_>>(), &slo, 0.9);
+        assert!(
+            !c.notes.iter().any(|n| n.contains("bottleneck")),
+            "{:?}",
+            c.notes
+        );
+    }
 }

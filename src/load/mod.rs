@@ -221,6 +221,7 @@ struct Ctx {
     http: Http,
     collector: Collector,
     heads: Arc<Heads>,
+    connections: Arc<Mutex<std::collections::HashSet<std::net::SocketAddr>>>,
     plan: LoadPlan,
     metrics: bool,
     deadline: Duration,
@@ -314,6 +315,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         http: conn.http.clone(),
         collector: Collector::new(writer),
         heads,
+        connections: Arc::default(),
         plan: lplan.clone(),
         metrics,
         deadline: Duration::from_secs_f64(args.timeout),
@@ -598,6 +600,7 @@ async fn run_cell(
     });
     let shot = Arc::new(Shot {
         backend: ctx.backend.clone(),
+        connections: ctx.connections.clone(),
         tail: tail.clone(),
         output_tokens: ctx.plan.output_tokens,
         deadline: ctx.deadline,
