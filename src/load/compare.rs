@@ -5,8 +5,11 @@ use crate::cli::Format;
 use crate::lengths::format_count;
 use crate::record::load::CellRecord;
 
+/// A compared quantity of a cell.
+type Pick = fn(&CellRecord) -> Option<f64>;
+
 /// (name, value of a cell) for each compared quantity; lower is better for latencies.
-const METRICS: &[(&str, fn(&CellRecord) -> Option<f64>)] = &[
+const METRICS: &[(&str, Pick)] = &[
     ("ttft_p50_ms", |c| c.ttft_s.map(|p| p.p50 * 1e3)),
     ("ttft_p99_ms", |c| c.ttft_s.map(|p| p.p99 * 1e3)),
     ("tpot_p50_ms", |c| c.tpot_s.map(|p| p.p50 * 1e3)),
