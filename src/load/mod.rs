@@ -21,7 +21,6 @@ use crate::record::load::{
 };
 use crate::record::{Record, RunConfig, RunRecord, Target};
 use crate::run::{self, Arrival, Budget, Collector, Load, runner::InFlight, schedule};
-use crate::sim::{SimConfig, SimServer};
 use crate::sweep::prompts::PromptSource;
 use crate::sweep::writer::ResultWriter;
 use request::Shot;
@@ -190,15 +189,6 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
     Ok((mode, p, arrival))
 }
 
-fn api_key(args: &LoadArgs) -> anyhow::Result<Option<String>> {
-    match &args.api_key_env {
-        Some(var) => std::env::var(var).map(Some).map_err(|_| {
-            anyhow::anyhow!("--api-key-env {var}: the environment variable is not set")
-        }),
-        None => Ok(std::env::var("OPENAI_API_KEY").ok()),
-    }
-}
-
 /// Fresh nonce heads, one per request.
 struct Heads {
     vocab: Option<prompt::IdVocabulary>,
@@ -233,20 +223,11 @@ struct Ctx {
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let (mode, mut lplan, arrival) = plan(&args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
-    let key = api_key(&args)?;
+    let key = run::target::api_key(args.api_key_env.as_deref())?;
     let (_sim, url) = match &args.url {
         Some(u) => (None, u.clone()),
         None => {
-            let sim = SimServer::start(
-                "127.0.0.1",
-                0,
-                SimConfig {
-                    cost: args.sim.clone(),
-                    seed: args.seed,
-                    model_name: "ctxbench-sim".into(),
-                },
-            )
-            .await?;
+            let sim = run::target::start_sim(&args.sim, args.seed).await?;
             let url = sim.url();
             eprintln!(
                 "ctxbench: no --url given: loading the built-in simulator at {url} ({})",
@@ -364,22 +345,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         match &mode {
             Mode::Closed(cs) => {
                 for &c in cs {
-                    let key = CellKey {
-                        context_tokens: n,
-                        concurrency: Some(c),
-                        rate: None,
-                    };
-                    let budget = closed_budget(&lplan, c);
-                    run_cell(
-                        &mut ctx,
-                        key,
-                        Load::Closed {
-                            concurrency: c as usize,
-                        },
-                        budget,
-                        &tail,
-                    )
-                    .await?;
+                    closed_cell(&mut ctx, n, c, &tail).await?;
                 }
             }
             Mode::Open(rates) => {
@@ -412,31 +378,9 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             }
             Mode::Knee => {
                 let found = knee::search(args.knee_max, async |c| {
-                    let key = CellKey {
-                        context_tokens: n,
-                        concurrency: Some(c),
-                        rate: None,
-                    };
-                    let budget = closed_budget(&lplan, c);
-                    let cell = run_cell(
-                        &mut ctx,
-                        key,
-                        Load::Closed {
-                            concurrency: c as usize,
-                        },
-                        budget,
-                        &tail,
-                    )
-                    .await?;
-                    Ok(cell.meets_target)
+                    Ok(closed_cell(&mut ctx, n, c, &tail).await?.meets_target)
                 })
                 .await?;
-                let cells: Vec<&CellRecord> = ctx
-                    .out
-                    .cells
-                    .iter()
-                    .filter(|c| c.cell.context_tokens == n)
-                    .collect();
                 let planned = knee::planned_concurrency(
                     info.kv_pool_tokens,
                     info.page_size.unwrap_or(1),
@@ -444,43 +388,73 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
                     n,
                     args.output_tokens,
                 );
-                let k = KneeRecord {
-                    context_tokens: n,
-                    axis: "concurrency".into(),
-                    knee: found.knee.map(f64::from),
-                    first_miss: found.first_miss.map(f64::from),
-                    planned: planned.as_ref().map(|p| p.0),
-                    planned_from: planned.map(|p| p.1),
-                    queue_onset: cells
-                        .iter()
-                        .filter(|c| {
-                            c.server
-                                .as_ref()
-                                .is_some_and(|s| s.waiting_max.is_some_and(|w| w > 0.0))
-                        })
-                        .filter_map(|c| c.cell.concurrency.map(f64::from))
-                        .reduce(f64::min),
-                    probes: found
-                        .probes
-                        .iter()
-                        .map(|(c, _)| {
-                            let g = cells
-                                .iter()
-                                .find(|x| x.cell.concurrency == Some(*c))
-                                .and_then(|x| x.goodput_fraction)
-                                .unwrap_or(0.0);
-                            (f64::from(*c), g)
-                        })
-                        .collect(),
-                };
+                let k = knee_record(&ctx.out.cells, n, &found, planned);
                 ctx.collector.append(&Record::Knee(k.clone()))?;
                 ctx.collector.sync()?;
                 ctx.out.knees.push(k);
             }
         }
     }
-    let _ = &ctx.plan;
     Ok(ctx.out)
+}
+
+/// One closed-loop cell of `c` workers at length `n`.
+async fn closed_cell(
+    ctx: &mut Ctx,
+    n: u64,
+    c: u32,
+    tail: &SharedTail,
+) -> anyhow::Result<CellRecord> {
+    let key = CellKey {
+        context_tokens: n,
+        concurrency: Some(c),
+        rate: None,
+    };
+    let budget = closed_budget(&ctx.plan, c);
+    let load = Load::Closed {
+        concurrency: c as usize,
+    };
+    run_cell(ctx, key, load, budget, tail).await
+}
+
+/// The knee of length `n` beside the planner's count and the onset of server queueing.
+fn knee_record(
+    all: &[CellRecord],
+    n: u64,
+    found: &knee::Knee,
+    planned: Option<(f64, String)>,
+) -> KneeRecord {
+    let cells: Vec<&CellRecord> = all.iter().filter(|c| c.cell.context_tokens == n).collect();
+    let queued = |c: &&&CellRecord| {
+        c.server
+            .as_ref()
+            .is_some_and(|s| s.waiting_max.is_some_and(|w| w > 0.0))
+    };
+    KneeRecord {
+        context_tokens: n,
+        axis: "concurrency".into(),
+        knee: found.knee.map(f64::from),
+        first_miss: found.first_miss.map(f64::from),
+        planned: planned.as_ref().map(|p| p.0),
+        planned_from: planned.map(|p| p.1),
+        queue_onset: cells
+            .iter()
+            .filter(queued)
+            .filter_map(|c| c.cell.concurrency.map(f64::from))
+            .reduce(f64::min),
+        probes: found
+            .probes
+            .iter()
+            .map(|(c, _)| {
+                let g = cells
+                    .iter()
+                    .find(|x| x.cell.concurrency == Some(*c))
+                    .and_then(|x| x.goodput_fraction)
+                    .unwrap_or(0.0);
+                (f64::from(*c), g)
+            })
+            .collect(),
+    }
 }
 
 fn closed_budget(p: &LoadPlan, c: u32) -> Budget {

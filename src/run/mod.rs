@@ -6,6 +6,7 @@ pub mod collector;
 pub mod hist;
 pub mod runner;
 pub mod schedule;
+pub mod target;
 
 pub use collector::Collector;
 pub use runner::{Budget, Load, Slot, run};
