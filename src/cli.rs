@@ -238,9 +238,9 @@ Definitions (ctxbench load):
                 timeouts count as misses; a cell meets the target when the fraction of
                 its requests meeting the SLOs is >= --goodput-target
   percentiles   p50/p90/p99 from HDR histograms (3 significant digits)
-Names elsewhere: vLLM bench serve TPOT = our TPOT, its ITL = our ITL; AIPerf
-\"inter token latency\" = our TPOT; GuideLLM \"time per output token\" = our TPOT and
-its \"inter token latency\" = TPOT without the first token (the same here).
+Names elsewhere: vLLM bench serve TPOT = our TPOT, its ITL = our ITL; AIPerf and
+GuideLLM \"inter token latency\" = our TPOT; GuideLLM \"time per output token\" divides
+(last - first token) by all output tokens, not output - 1.
 
 Examples:
   ctxbench load --lengths 8k,32k --concurrency 1,2,4,8      # against the built-in simulator
