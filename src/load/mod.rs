@@ -14,7 +14,7 @@ use crate::backend::shared::SharedTail;
 use crate::backend::{self, Backend, Prompt, http::Http, http::strip_credentials};
 use crate::cli::LoadArgs;
 use crate::exit;
-use crate::lengths::{format_count, parse_lengths};
+use crate::lengths::parse_lengths;
 use crate::prompt::{self, NONCE_TOKENS, NonceSource};
 use crate::record::load::{
     CellKey, CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
@@ -102,8 +102,7 @@ fn list<T: std::str::FromStr>(
 
 /// Validate every option before anything is sent or written.
 fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
-    let lengths = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
-    let _ = lengths;
+    parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let mode = match (&args.concurrency, &args.rate, args.find_knee) {
         (Some(c), None, false) => {
             let mut v = list::<u32>("--concurrency", c, |x| *x > 0)?;
@@ -625,7 +624,6 @@ async fn run_cell(
     ctx.out.cells.push(cell.clone());
     ctx.out.requests.extend(requests);
     ctx.out.server_metrics.extend(scrapes);
-    let _ = format_count;
     Ok(cell)
 }
 
