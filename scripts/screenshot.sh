@@ -32,7 +32,7 @@ fi
 
 out=$(realpath -m "${1:-target/screenshots}")
 mkdir -p "$out"
-CTXBENCH_DEMO_DIR="$out" cargo test -q --test report_demo >/dev/null
+cargo run -q --example report_demo -- "$out" >/dev/null
 cargo run -q -- report "$out/a.jsonl" --html "$out/report.html"
 cargo run -q -- compare "$out/a.jsonl" "$out/b.jsonl" --html "$out/compare.html"
 shoot "$out/report.html" "$out/report.png"

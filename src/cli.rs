@@ -1,6 +1,6 @@
 //! The command-line contract: clap derive, a ValueEnum for every closed choice.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 const METRICS_HELP: &str = "\
@@ -48,79 +48,8 @@ pub enum Command {
     Load(Box<LoadArgs>),
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApiChoice {
-    Auto,
-    Sglang,
-    Openai,
-    Vllm,
-    Llamacpp,
-    Tgi,
-    Ollama,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Method {
-    Stream,
-    TwoPoint,
-    Both,
-}
-
-impl Method {
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::Stream => "stream",
-            Method::TwoPoint => "two-point",
-            Method::Both => "both",
-        }
-    }
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheBust {
-    /// Leading nonce, plus the server's flush where it offers one.
-    Auto,
-    /// Leading nonce only.
-    Nonce,
-    /// Server flush only.
-    Flush,
-    /// Nothing: prompts repeat and caches serve them (for demonstrating the problem).
-    Off,
-}
-
-impl CacheBust {
-    pub fn name(self) -> &'static str {
-        match self {
-            CacheBust::Auto => "auto",
-            CacheBust::Nonce => "nonce",
-            CacheBust::Flush => "flush",
-            CacheBust::Off => "off",
-        }
-    }
-    pub fn uses_nonce(self) -> bool {
-        matches!(self, CacheBust::Auto | CacheBust::Nonce)
-    }
-    pub fn uses_flush(self) -> bool {
-        matches!(self, CacheBust::Auto | CacheBust::Flush)
-    }
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Json,
-    Csv,
-    Markdown,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Endpoint {
-    /// The API's native or completions route (token-id prompts where possible).
-    #[default]
-    Completions,
-    /// `/v1/chat/completions` (text prompts).
-    Chat,
-}
+// The shared choices live in a leaf module; re-exported so `crate::cli::X` still works.
+pub use crate::choices::{ApiChoice, CacheBust, Endpoint, Format, Method};
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = METRICS_HELP)]

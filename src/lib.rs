@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod capacity;
+pub mod choices;
 pub mod cli;
 pub mod exit;
 pub mod fit;
@@ -13,6 +14,7 @@ pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;
+pub mod report_cmd;
 pub mod resultfile;
 pub mod run;
 pub mod sim;
@@ -29,8 +31,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Sim(args) => sim::serve_forever(args).await.map(|_| exit::OK),
         Command::Probe(args) => probe::run(args).await,
         Command::Plan(args) => capacity::run(args).await,
-        Command::Report(args) => report::run_report(args),
-        Command::Compare(args) => report::run_compare(args),
+        Command::Report(args) => report_cmd::run_report(args),
+        Command::Compare(args) => report_cmd::run_compare(args),
         Command::Load(args) => load::run(*args).await,
     }
 }

@@ -62,6 +62,17 @@ pub fn render(url: &str, i: &ServerInfo) -> String {
             },
         ),
         ("max running requests", or_unknown(i.max_running_requests)),
+        (
+            "max input tokens",
+            or_unknown(i.max_input_tokens.map(|t| format!("{t} tokens"))),
+        ),
+        (
+            "forces output length",
+            match i.ignore_eos {
+                Some(false) => "no (no ignore_eos: early stops are flagged)".into(),
+                v => yes_no(v),
+            },
+        ),
         ("slots", or_unknown(i.slots)),
         (
             "KV pool",

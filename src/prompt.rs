@@ -51,6 +51,8 @@ pub enum PromptMode {
     TokenIds,
     /// Text, sized by a linear calibration against the server's own prompt count.
     CalibratedText,
+    /// Text cut to an exact length with the server's tokenizer.
+    TokenizedText,
 }
 
 impl PromptMode {
@@ -58,6 +60,7 @@ impl PromptMode {
         match self {
             PromptMode::TokenIds => "token_ids",
             PromptMode::CalibratedText => "calibrated_text",
+            PromptMode::TokenizedText => "tokenized_text",
         }
     }
 }

@@ -93,7 +93,7 @@ pub struct Sample {
     pub itl_p99_s: Option<f64>,
     pub tokens_per_event_mean: Option<f64>,
     pub valid: bool,
-    pub flags: Vec<String>,
+    pub flags: Vec<Flag>,
     pub needle: Option<NeedleResult>,
     pub server_timings: Option<Value>,
 }
@@ -176,33 +176,99 @@ pub struct NeedleCell {
     pub total: usize,
 }
 
-/// Sample flags. Strings on disk; constants here so a typo is a compile error.
-pub mod flag {
-    pub const CACHE_HIT: &str = "cache_hit";
-    pub const CACHE_HIT_INFERRED: &str = "cache_hit_inferred";
-    pub const EARLY_STOP: &str = "early_stop";
-    pub const TRUNCATED: &str = "truncated";
-    pub const LENGTH_MISMATCH: &str = "length_mismatch";
-    pub const TWO_POINT_INVERTED: &str = "two_point_inverted";
-    pub const NEEDLE_FAILED: &str = "needle_failed";
-    pub const FLUSH_FAILED: &str = "flush_failed";
-    pub const OUTLIER: &str = "outlier";
-    pub const SERVER_RESTARTED: &str = "server_restarted";
-    pub const NO_USAGE: &str = "no_usage";
+/// Declares the sample flags once: variant, on-disk name, former constant, whether it
+/// invalidates the sample. A new flag is one line in the table below.
+macro_rules! flags {
+    ($($variant:ident = $name:literal, $constant:ident, invalidates: $inv:literal;)*) => {
+        /// A sample flag: what went wrong with, or is notable about, one sample. On disk each
+        /// is its snake_case name (the file format predates the enum and does not change).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum Flag {
+            $(#[serde(rename = $name)] $variant,)*
+        }
 
-    /// Flags that corrupt a timing metric: a sample carrying one is `valid:false`.
-    /// (`flush_failed` alone does not: the cached-token check still verifies the sample.)
-    pub fn invalidates(flag: &str) -> bool {
-        matches!(
-            flag,
-            CACHE_HIT
-                | CACHE_HIT_INFERRED
-                | EARLY_STOP
-                | TRUNCATED
-                | LENGTH_MISMATCH
-                | TWO_POINT_INVERTED
-                | SERVER_RESTARTED
-        )
+        impl Flag {
+            pub const ALL: &[Flag] = &[$(Flag::$variant),*];
+
+            /// The name written to result files and shown in reports.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Flag::$variant => $name,)*
+                }
+            }
+
+            /// Whether the flag corrupts a timing metric, so a sample carrying it is
+            /// `valid:false`.
+            pub fn invalidates(self) -> bool {
+                match self {
+                    $(Flag::$variant => $inv,)*
+                }
+            }
+        }
+
+        /// The flags under their former constant names, kept for one release so code
+        /// written against the string constants still compiles
+        /// (`s.flags.push(flag::TRUNCATED)`).
+        pub mod flag {
+            pub use super::Flag;
+            $(pub const $constant: Flag = Flag::$variant;)*
+
+            /// See [`Flag::invalidates`].
+            pub fn invalidates(flag: Flag) -> bool {
+                flag.invalidates()
+            }
+        }
+    };
+}
+
+// `flush_failed` alone does not invalidate: the cached-token check still verifies the sample.
+flags! {
+    CacheHit = "cache_hit", CACHE_HIT, invalidates: true;
+    CacheHitInferred = "cache_hit_inferred", CACHE_HIT_INFERRED, invalidates: true;
+    EarlyStop = "early_stop", EARLY_STOP, invalidates: true;
+    Truncated = "truncated", TRUNCATED, invalidates: true;
+    LengthMismatch = "length_mismatch", LENGTH_MISMATCH, invalidates: true;
+    TwoPointInverted = "two_point_inverted", TWO_POINT_INVERTED, invalidates: true;
+    NeedleFailed = "needle_failed", NEEDLE_FAILED, invalidates: false;
+    FlushFailed = "flush_failed", FLUSH_FAILED, invalidates: false;
+    Outlier = "outlier", OUTLIER, invalidates: false;
+    ServerRestarted = "server_restarted", SERVER_RESTARTED, invalidates: true;
+    NoUsage = "no_usage", NO_USAGE, invalidates: false;
+    // The server (re)loaded the model during the request (Ollama's `load_duration`).
+    ModelReload = "model_reload", MODEL_RELOAD, invalidates: true;
+}
+
+impl std::fmt::Display for Flag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// So `flags.iter().any(|f| f == flag::X)` reads as it did when flags were strings.
+impl PartialEq<Flag> for &Flag {
+    fn eq(&self, other: &Flag) -> bool {
+        **self == *other
+    }
+}
+
+impl Sample {
+    /// Add a flag (once); an invalidating flag clears `valid`. The only way flags are
+    /// added after a sample is built, so `valid` never disagrees with them.
+    pub fn push_flag(&mut self, f: Flag) {
+        if !self.flags.contains(&f) {
+            self.flags.push(f);
+        }
+        if f.invalidates() {
+            self.valid = false;
+        }
+    }
+
+    /// Whether the sample is valid: every timing metric it needs is present and no flag
+    /// corrupts one. Set once when a sample is built; `push_flag` keeps it in step.
+    pub fn derive_valid(&self) -> bool {
+        !self.flags.iter().any(|f| f.invalidates())
+            && self.ttft_s.is_some()
+            && (self.decode_tps.is_some() || self.output_tokens.unwrap_or(0) <= 1)
     }
 }
 
@@ -212,5 +278,53 @@ impl Record {
         let mut s = serde_json::to_string(self).expect("record serialises");
         s.push('\n');
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sample line as written before flags were an enum (every flag name of schema 1).
+    const OLD_SAMPLE_LINE: &str = r#"{"type":"sample","context_tokens":1024,"prompt_tokens":1030,"cached_tokens":0,"output_tokens":64,"method":"stream","rep":0,"ttft_s":0.1,"e2e_s":0.5,"prefill_tps":10300.0,"decode_tps":160.0,"itl_p50_s":0.006,"itl_p99_s":0.01,"tokens_per_event_mean":1.0,"valid":false,"flags":["cache_hit","cache_hit_inferred","early_stop","truncated","length_mismatch","two_point_inverted","needle_failed","flush_failed","outlier","server_restarted","no_usage"],"needle":null,"server_timings":null}"#;
+
+    #[test]
+    fn old_files_read_and_write_identically() {
+        let r: Record = serde_json::from_str(OLD_SAMPLE_LINE).unwrap();
+        let Record::Sample(s) = &r else {
+            panic!("{r:?}")
+        };
+        // The first flags of the table are those of the first release; newer ones follow.
+        assert_eq!(s.flags, Flag::ALL[..11]);
+        assert_eq!(r.to_line(), format!("{OLD_SAMPLE_LINE}\n"));
+    }
+
+    #[test]
+    fn each_flag_is_its_name_on_disk() {
+        for &f in Flag::ALL {
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("\"{}\"", f.name()));
+            assert_eq!(serde_json::from_str::<Flag>(&json).unwrap(), f);
+            assert_eq!(f.to_string(), f.name());
+        }
+        assert!(serde_json::from_str::<Flag>("\"no_such_flag\"").is_err());
+    }
+
+    #[test]
+    fn push_flag_keeps_valid_in_step_with_the_flags() {
+        let mut s = Sample {
+            ttft_s: Some(0.1),
+            decode_tps: Some(100.0),
+            ..Sample::default()
+        };
+        s.valid = s.derive_valid();
+        assert!(s.valid);
+        s.push_flag(Flag::FlushFailed);
+        assert!(s.valid, "flush_failed alone does not invalidate");
+        s.push_flag(Flag::CacheHitInferred);
+        s.push_flag(Flag::CacheHitInferred);
+        assert!(!s.valid);
+        assert_eq!(s.flags, [Flag::FlushFailed, Flag::CacheHitInferred]);
+        assert_eq!(s.valid, s.derive_valid());
     }
 }

@@ -1,47 +1,15 @@
 //! Condensing samples and errors into per-point medians and spread: pure, so a report of a
 //! partial file and the sweep's own summary agree.
 
+use crate::choices::Method;
 use crate::record::{ErrorRecord, NeedleCell, PointSummary, Sample, Stat, Summary, flag};
-use crate::stats::quantile;
+use crate::stats::{outlier_count, quantile};
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-/// Outlier threshold on the modified z-score of TTFT.
-const OUTLIER_Z: f64 = 3.5;
-
-impl Stat {
-    /// Median, extremes and p10/p90 of the finite values; `None` when there are none.
-    pub fn of(xs: &[f64]) -> Option<Stat> {
-        let v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
-        let q = |p| quantile(&v, p);
-        Some(Stat {
-            median: q(0.5)?,
-            min: q(0.0)?,
-            max: q(1.0)?,
-            p10: q(0.1)?,
-            p90: q(0.9)?,
-            n: v.len(),
-        })
-    }
-}
 
 fn stat_of(samples: &[&Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<Stat> {
     let xs: Vec<f64> = samples.iter().filter_map(|s| f(s)).collect();
     Stat::of(&xs)
-}
-
-/// Modified z-score outliers (Iglewicz–Hoaglin): 0.6745·|x − median| / MAD > 3.5.
-pub fn outlier_count(xs: &[f64]) -> usize {
-    let Some(med) = quantile(xs, 0.5) else {
-        return 0;
-    };
-    let dev: Vec<f64> = xs.iter().map(|x| (x - med).abs()).collect();
-    let Some(mad) = quantile(&dev, 0.5).filter(|m| *m > 0.0) else {
-        return 0;
-    };
-    dev.iter()
-        .filter(|d| 0.6745 * **d / mad > OUTLIER_Z)
-        .count()
 }
 
 /// Client-minus-server differences, where the server reports its own timings.
@@ -53,17 +21,32 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
             .and_then(Value::as_f64)
             .map(|v| v / 1000.0)
     };
+    // Ollama reports nanoseconds under its own names (llama.cpp's counts, renamed).
+    let ns = |s: &Sample, k: &str| {
+        s.server_timings
+            .as_ref()
+            .and_then(|t| t.get(k))
+            .and_then(Value::as_f64)
+            .map(|v| v / 1e9)
+    };
     let ttft: Vec<f64> = samples
         .iter()
-        .filter(|s| s.method == "stream")
-        .filter_map(|s| Some(s.ttft_s? - ms(s, "prompt_ms")?))
+        .filter(|s| s.method == Method::Stream.name())
+        .filter_map(|s| {
+            let server_s = ms(s, "prompt_ms").or_else(|| ns(s, "prompt_eval_duration"))?;
+            Some(s.ttft_s? - server_s)
+        })
         .collect();
     let decode: Vec<f64> = samples
         .iter()
-        .filter(|s| s.method == "stream")
+        .filter(|s| s.method == Method::Stream.name())
         .filter_map(|s| {
-            let server_s = ms(s, "predicted_ms")?;
-            let n = s.server_timings.as_ref()?.get("predicted_n")?.as_f64()?;
+            let server_s = ms(s, "predicted_ms").or_else(|| ns(s, "eval_duration"))?;
+            let t = s.server_timings.as_ref()?;
+            let n = t
+                .get("predicted_n")
+                .or_else(|| t.get("eval_count"))?
+                .as_f64()?;
             // The client times tokens after the first; the server's decode covers n tokens.
             let client_s = (s.output_tokens? as f64 - 1.0) / s.decode_tps?;
             Some(client_s - server_s * (n - 1.0) / n)
@@ -90,12 +73,12 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         let stream: Vec<&Sample> = valid
             .iter()
             .copied()
-            .filter(|s| s.method == "stream")
+            .filter(|s| s.method == Method::Stream.name())
             .collect();
         let two_point: Vec<&Sample> = valid
             .iter()
             .copied()
-            .filter(|s| s.method == "two-point")
+            .filter(|s| s.method == Method::TwoPoint.name())
             .collect();
         let main = if stream.is_empty() {
             &two_point
@@ -104,9 +87,9 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         };
         let mut flags = BTreeMap::new();
         for f in all.iter().flat_map(|s| &s.flags) {
-            *flags.entry(f.clone()).or_insert(0) += 1;
+            *flags.entry(f.name().to_string()).or_insert(0) += 1;
         }
-        if flags.contains_key(flag::TRUNCATED) && truncation_onset.is_none() {
+        if flags.contains_key(flag::TRUNCATED.name()) && truncation_onset.is_none() {
             truncation_onset = Some(n);
         }
         let mut errors_by_kind = BTreeMap::new();
@@ -161,7 +144,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     }
     let restarts: Vec<u64> = points
         .iter()
-        .filter(|p| p.flags.contains_key(flag::SERVER_RESTARTED))
+        .filter(|p| p.flags.contains_key(flag::SERVER_RESTARTED.name()))
         .map(|p| p.context_tokens)
         .collect();
     if !restarts.is_empty() {

@@ -1,6 +1,8 @@
 //! The binary as a user runs it: the main job against the built-in simulator, machine
 //! output on stdout, a crash mid-sweep followed by `--resume`, and refused bad input.
 
+mod common;
+use common::bin::run_ok;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -10,25 +12,17 @@ fn ctxbench() -> Command {
 
 #[test]
 fn sweep_without_url_benchmarks_the_simulator_and_says_so() {
-    let out = ctxbench()
-        .args([
-            "sweep",
-            "--lengths",
-            "1k,2k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "8",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&[
+        "sweep",
+        "--lengths",
+        "1k,2k",
+        "--reps",
+        "1",
+        "--output-tokens",
+        "8",
+        "--format",
+        "json",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr

@@ -3,7 +3,7 @@
 
 mod common;
 use common::llama::LlamaServer;
-use common::{rel, sweep};
+use common::{flags, rel};
 use ctxbench::record::{Sample, flag};
 use serde_json::Value;
 
@@ -27,20 +27,11 @@ async fn llama_server_is_measured_against_its_own_timings() {
     let server = LlamaServer::start();
 
     // 1. Native /completion with token ids, cache defeated.
-    let r = sweep(
-        &server.url,
-        &[
-            "--lengths",
-            "1k,4k,16k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "32",
-            "--timeout",
-            "600",
-        ],
-    )
-    .await;
+    let r = flags("1k,4k,16k", 2, 32)
+        .warm_up()
+        .with(&["--timeout", "600"])
+        .run(&server.url)
+        .await;
     assert_eq!(r.run.target.api, "llamacpp", "auto-detected from /props");
     assert_eq!(r.run.target.server_info["context_length"], 32768);
     assert_eq!(r.run.config.prompt_mode, "token_ids");
@@ -95,47 +86,25 @@ async fn llama_server_is_measured_against_its_own_timings() {
     }
 
     // 2. Without cache defeat llama-server reuses the previous prompt and ctxbench flags it.
-    let r = sweep(
-        &server.url,
-        &[
-            "--lengths",
-            "2k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "8",
-            "--cache-bust",
-            "off",
-        ],
-    )
-    .await;
+    let r = flags("2k", 3, 8)
+        .warm_up()
+        .with(&["--cache-bust", "off"])
+        .run(&server.url)
+        .await;
     let repeats: Vec<&Sample> = r.samples.iter().filter(|s| s.rep > 0).collect();
     assert_eq!(repeats.len(), 2);
     for s in repeats {
         assert!(timing(s, "cache_n") > 0.0, "{s:?}");
-        assert!(
-            s.flags.iter().any(|f| f == flag::CACHE_HIT),
-            "{:?}",
-            s.flags
-        );
+        assert!(s.flags.contains(&flag::CACHE_HIT), "{:?}", s.flags);
         assert!(!s.valid);
     }
 
     // 3. The OpenAI route of the same server measures right too.
-    let r = sweep(
-        &server.url,
-        &[
-            "--api",
-            "openai",
-            "--lengths",
-            "1k,4k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "32",
-        ],
-    )
-    .await;
+    let r = flags("1k,4k", 1, 32)
+        .warm_up()
+        .with(&["--api", "openai"])
+        .run(&server.url)
+        .await;
     assert_eq!(r.run.target.api, "openai");
     for s in &r.samples {
         assert!(s.valid, "{s:?}");

@@ -1,6 +1,8 @@
 //! The `report` and `compare` commands end to end, on files written here: a crashed run's
 //! partial file, HTML output, and the refusals with their messages and exit codes.
 
+mod common;
+use common::bin::run_ok;
 mod report_fixtures;
 
 use assert_cmd::Command;
@@ -19,20 +21,12 @@ fn report_of_a_crashed_run_prints_the_table_and_writes_html() {
     let file = dir.path().join("run.jsonl");
     std::fs::write(&file, text).unwrap();
     let html = dir.path().join("report.html");
-    let out = ctxbench()
-        .args([
-            "report",
-            file.to_str().unwrap(),
-            "--html",
-            html.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&[
+        "report",
+        file.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("context  prompt"), "{stdout}");
     assert!(stdout.lines().any(|l| l.starts_with("64k ")), "{stdout}");
@@ -79,21 +73,13 @@ fn compare_prints_ratios_and_writes_the_overlay() {
     )
     .unwrap();
     let html = dir.path().join("cmp.html");
-    let out = ctxbench()
-        .args([
-            "compare",
-            a.to_str().unwrap(),
-            b.to_str().unwrap(),
-            "--html",
-            html.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("B/A"), "{stdout}");
     assert!(stdout.contains("~ within noise"), "{stdout}");

@@ -193,7 +193,7 @@ fn a_convex_shortfall_refits_without_the_quadratic_term_and_says_so() {
     let t = fit_ttft(&pts).unwrap();
     assert_eq!(t.c_s_per_token2, 0.0);
     assert!(t.fixed_at_zero.contains(&"c_s_per_token2".to_string()));
-    let note = t.note.unwrap();
+    let note = t.note.clone().unwrap();
     assert!(
         note.contains("negative") && note.contains("fixed at 0"),
         "{note}"

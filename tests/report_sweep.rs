@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{rel, sim, sweep_args};
+use common::{flags, rel, sim};
 use ctxbench::fit::fit_points;
 use std::collections::BTreeSet;
 
@@ -27,20 +27,9 @@ async fn a_sweep_of_the_simulator_recovers_its_cost_model_and_html_follows_it() 
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("live.html");
     let html_arg = html.to_str().unwrap().to_string();
-    let args = sweep_args(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k,2k,4k,8k,16k,32k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "16",
-            "--no-warmup",
-            "--html",
-            &html_arg,
-        ],
-    );
+    let args = flags("1k,2k,4k,8k,16k,32k", 2, 16)
+        .with(&["--html", &html_arg])
+        .args(&server.url());
     let task = tokio::spawn(ctxbench::sweep::execute(args));
     // Watch the page while the sweep runs, as a person reloading it would.
     let mut seen = BTreeSet::new();

@@ -19,7 +19,7 @@ fn small() -> (Vec<Sample>, Vec<ErrorRecord>) {
     ];
     let mut hit = sample(2048, 2, 0.001, 0.005);
     hit.valid = false;
-    hit.flags = vec![flag::CACHE_HIT.into()];
+    hit.flags = vec![flag::CACHE_HIT];
     samples.push(hit);
     let errors = vec![ErrorRecord {
         context_tokens: 2048,

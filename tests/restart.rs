@@ -3,7 +3,7 @@
 //! `server_restarted`, never averaged, and the summary says so.
 
 mod common;
-use common::{sim, sweep_args};
+use common::{flags, sim};
 use ctxbench::record::flag;
 use std::time::{Duration, Instant};
 
@@ -14,18 +14,7 @@ async fn a_restart_mid_sweep_is_flagged() {
     let port = first.addr.port();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.jsonl");
-    let args = sweep_args(
-        &first.url(),
-        &[
-            "--lengths",
-            "1k,2k,4k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "32",
-            "--no-warmup",
-        ],
-    );
+    let args = flags("1k,2k,4k", 3, 32).args(&first.url());
     let mut args = args;
     args.out = Some(out.clone());
     let task = tokio::spawn(ctxbench::sweep::execute(args));
@@ -59,7 +48,7 @@ async fn a_restart_mid_sweep_is_flagged() {
     let flagged: Vec<_> = r
         .samples
         .iter()
-        .filter(|s| s.flags.iter().any(|f| f == flag::SERVER_RESTARTED))
+        .filter(|s| s.flags.contains(&flag::SERVER_RESTARTED))
         .collect();
     assert_eq!(
         flagged.len(),

@@ -2,7 +2,7 @@
 //! and each measurement rule, with a test that would catch its violation.
 
 mod common;
-use common::{rel, sim, sweep};
+use common::{flags, rel, sim};
 use ctxbench::record::flag;
 
 /// Relative tolerance on prefill tok/s: TTFT also holds one loopback round trip, the
@@ -20,19 +20,7 @@ async fn rates_match_the_cost_model_up_to_32k() {
     // A prefill rate like a mid-size GPU's (25k tok/s): a 1k prefill of ~52 ms makes the
     // fixed ~1-2 ms of HTTP and JSON handling a few percent, not most of the tolerance.
     let server = sim(&["--sim-p0", "25000"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k,4k,16k,32k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "32",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k,4k,16k,32k", 2, 32).run(&server.url()).await;
     let truth = server.truth();
     let measured: Vec<_> = truth.iter().filter(|t| t.output_tokens == 32).collect();
     assert_eq!(
@@ -72,19 +60,7 @@ async fn rates_match_the_cost_model_up_to_32k() {
 async fn speculative_events_are_counted_as_tokens() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--spec", "3"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "2k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "48",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("2k", 2, 48).run(&server.url()).await;
     for (s, t) in r
         .samples
         .iter()
@@ -111,31 +87,14 @@ async fn speculative_events_are_counted_as_tokens() {
 async fn two_point_without_cache_bust_is_flagged_never_valid() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k,4k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "17",
-            "--method",
-            "two-point",
-            "--cache-bust",
-            "off",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k,4k", 2, 17)
+        .with(&["--method", "two-point", "--cache-bust", "off"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.samples.len(), 4);
     for s in &r.samples {
         assert!(!s.valid, "{s:?}");
-        assert!(
-            s.flags.iter().any(|f| f == flag::CACHE_HIT),
-            "{:?}",
-            s.flags
-        );
+        assert!(s.flags.contains(&flag::CACHE_HIT), "{:?}", s.flags);
     }
     assert!(
         r.summary
@@ -152,20 +111,11 @@ async fn two_point_without_cache_bust_is_flagged_never_valid() {
 async fn default_cache_bust_gives_cold_samples() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k,4k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "33",
-            "--method",
-            "both",
-        ],
-    )
-    .await;
+    let r = flags("1k,4k", 2, 33)
+        .warm_up()
+        .with(&["--method", "both"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.samples.len(), 8);
     for s in &r.samples {
         assert!(s.valid, "{s:?}");
@@ -187,22 +137,10 @@ async fn default_cache_bust_gives_cold_samples() {
 async fn output_length_is_forced() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "64",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k", 3, 64).run(&server.url()).await;
     for s in &r.samples {
         assert_eq!(s.output_tokens, Some(64));
-        assert!(!s.flags.iter().any(|f| f == flag::EARLY_STOP));
+        assert!(!s.flags.contains(&flag::EARLY_STOP));
     }
 }
 
@@ -211,11 +149,7 @@ async fn output_length_is_forced() {
 async fn warm_up_is_excluded_and_rtt_recorded() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
-    let r = sweep(
-        &server.url(),
-        &["--lengths", "1k,2k", "--reps", "1", "--output-tokens", "16"],
-    )
-    .await;
+    let r = flags("1k,2k", 1, 16).warm_up().run(&server.url()).await;
     assert_eq!(r.samples.len(), 2);
     let generations = server.truth().len();
     assert_eq!(generations, 3, "one warm-up plus two samples");
@@ -228,21 +162,10 @@ async fn warm_up_is_excluded_and_rtt_recorded() {
 async fn openai_route_measures_right() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--spec", "2", "--sim-p0", "25000"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--api",
-            "openai",
-            "--lengths",
-            "1k,8k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "32",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k,8k", 2, 32)
+        .with(&["--api", "openai"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.run.target.api, "openai");
     for (s, t) in r
         .samples
@@ -265,23 +188,10 @@ async fn openai_route_measures_right() {
 async fn chat_route_with_calibrated_text() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "openai"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--api",
-            "openai",
-            "--endpoint",
-            "chat",
-            "--lengths",
-            "1k,4k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            "16",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k,4k", 1, 16)
+        .with(&["--api", "openai", "--endpoint", "chat"])
+        .run(&server.url())
+        .await;
     assert_eq!(r.run.config.prompt_mode, "calibrated_text");
     for s in &r.samples {
         assert!(s.valid, "{s:?}");

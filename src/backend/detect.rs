@@ -53,6 +53,13 @@ pub struct ServerInfo {
     pub flusher: Flusher,
     pub tokenize: bool,
     pub speculative: Value,
+    /// The longest prompt accepted, where it is below the context limit (TGI `max_input_tokens`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u64>,
+    /// Whether the output length can be forced (`ignore_eos`); `Some(false)` for APIs
+    /// without it (Ollama, TGI), where a shorter answer is flagged `early_stop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_eos: Option<bool>,
     pub version: Option<String>,
     pub rtt_s: Option<f64>,
     /// Whatever the server exposes that changes on restart.
@@ -60,7 +67,7 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
-    fn new(kind: ServerKind) -> Self {
+    pub(crate) fn new(kind: ServerKind) -> Self {
         ServerInfo {
             kind,
             model: None,
@@ -76,6 +83,8 @@ impl ServerInfo {
             flusher: Flusher::None,
             tokenize: false,
             speculative: Value::Null,
+            max_input_tokens: None,
+            ignore_eos: None,
             version: None,
             rtt_s: None,
             instance_marker: None,
@@ -132,6 +141,15 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
     {
         let mut i = ServerInfo::new(ServerKind::Ollama);
         i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
+        i.prefix_cache = Some(true);
+        i.reports_cached_tokens = Some(false);
+        i.ignore_eos = Some(false);
+        i.model = super::ollama::default_model(http).await;
+        if let Some(m) = &i.model
+            && let Some((n, source)) = super::ollama::model_limit(http, m).await
+        {
+            i.set_context(Some(n), &source);
+        }
         i
     } else if let Some(m) = &models {
         let owner = m
@@ -222,6 +240,7 @@ fn sglang_info(si: &Value) -> ServerInfo {
         i.speculative = Value::Object(spec);
     }
     i.set_flusher(Flusher::SglangFlushCache);
+    i.ignore_eos = Some(true);
     i.instance_marker = si
         .get("sim_instance_id")
         .and_then(Value::as_str)
@@ -250,6 +269,7 @@ fn llamacpp_info(props: &Value) -> ServerInfo {
     i.tokenize = true;
     let slots = i.slots.unwrap_or(1).min(u64::from(u32::MAX)) as u32;
     i.set_flusher(Flusher::LlamacppEraseSlots { slots });
+    i.ignore_eos = Some(true);
     i
 }
 
@@ -263,6 +283,9 @@ fn tgi_info(v: &Value) -> ServerInfo {
         .map(str::to_string);
     i.version = v.get("version").and_then(Value::as_str).map(str::to_string);
     i.tokenize = true;
+    i.max_input_tokens = u64_at(v, "/max_input_tokens");
+    i.reports_cached_tokens = Some(false);
+    i.ignore_eos = Some(false);
     i
 }
 
@@ -312,4 +335,24 @@ async fn rtt(http: &Http) -> Option<f64> {
         }
     }
     crate::stats::median(&times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tgi_info_fixture() {
+        let v: Value = serde_json::from_str(include_str!("../../tests/fixtures/tgi/info.json"))
+            .expect("fixture parses");
+        let i = tgi_info(&v);
+        assert_eq!(i.kind, ServerKind::Tgi);
+        assert_eq!(i.context_length, Some(4096));
+        assert_eq!(i.context_source.as_deref(), Some("/info max_total_tokens"));
+        assert_eq!(i.max_input_tokens, Some(4095));
+        assert_eq!(i.max_running_requests, Some(128));
+        assert_eq!(i.model.as_deref(), Some("meta-llama/Llama-2-7b-chat-hf"));
+        assert_eq!(i.version.as_deref(), Some("3.3.6"));
+        assert_eq!(i.ignore_eos, Some(false));
+    }
 }

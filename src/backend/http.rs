@@ -186,39 +186,8 @@ impl Http {
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
-        let length: usize = parts.iter().map(|p| p.len()).sum();
-        let body = || -> reqwest::Body {
-            if let [one] = parts.as_slice() {
-                reqwest::Body::from(one.clone())
-            } else {
-                let chunks = parts.clone().into_iter().map(Ok::<_, std::io::Error>);
-                reqwest::Body::wrap_stream(futures::stream::iter(chunks))
-            }
-        };
         let work = async {
-            let mut retried = false;
-            let (sent, resp) = loop {
-                let sent = Instant::now();
-                match self
-                    .request(reqwest::Method::POST, path)
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .header(reqwest::header::CONTENT_LENGTH, length)
-                    .body(body())
-                    .send()
-                    .await
-                {
-                    Ok(resp) => break (sent, resp),
-                    // A pooled keep-alive connection the server closed just as it was reused:
-                    // the request never reached it, so sending it once more is safe.
-                    Err(e) if !retried && is_stale_connection(&e) => retried = true,
-                    Err(e) => return Err(self.connect_error(e)),
-                }
-            };
-            let status = resp.status();
-            if !status.is_success() {
-                let bytes = resp.bytes().await.unwrap_or_default();
-                return Err(self.status_error(status.as_u16(), &bytes));
-            }
+            let (sent, resp) = self.post_streaming_parts(path, parts.clone()).await?;
             let local_addr = resp
                 .extensions()
                 .get::<hyper_util::client::legacy::connect::HttpInfo>()
@@ -253,6 +222,67 @@ impl Http {
         tokio::time::timeout(deadline, work)
             .await
             .map_err(|_| RequestError::Timeout(deadline.as_secs_f64()))?
+    }
+
+    /// POST JSON for a streamed answer: when it was sent, and the successful response.
+    pub(crate) async fn post_streaming(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<(Instant, reqwest::Response), RequestError> {
+        let bytes = serde_json::to_vec(body).map_err(|e| RequestError::Http {
+            status: 0,
+            message: format!("serialising the request: {e}"),
+        })?;
+        self.post_streaming_parts(path, vec![bytes::Bytes::from(bytes)])
+            .await
+    }
+
+    /// `post_streaming` with the JSON body as chunks sent one after another (a large prompt
+    /// shared by many requests is never copied per request).
+    pub(crate) async fn post_streaming_parts(
+        &self,
+        path: &str,
+        parts: Vec<bytes::Bytes>,
+    ) -> Result<(Instant, reqwest::Response), RequestError> {
+        let length: usize = parts.iter().map(|p| p.len()).sum();
+        let body = || -> reqwest::Body {
+            if let [one] = parts.as_slice() {
+                reqwest::Body::from(one.clone())
+            } else {
+                let chunks = parts.clone().into_iter().map(Ok::<_, std::io::Error>);
+                reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+            }
+        };
+        let mut retried = false;
+        let (sent, resp) = loop {
+            let sent = Instant::now();
+            match self
+                .request(reqwest::Method::POST, path)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header(reqwest::header::CONTENT_LENGTH, length)
+                .body(body())
+                .send()
+                .await
+            {
+                Ok(resp) => break (sent, resp),
+                // A pooled keep-alive connection the server closed just as it was reused:
+                // the request never reached it, so sending it once more is safe.
+                Err(e) if !retried && is_stale_connection(&e) => retried = true,
+                Err(e) => return Err(self.connect_error(e)),
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let bytes = resp.bytes().await.unwrap_or_default();
+            return Err(self.status_error(status.as_u16(), &bytes));
+        }
+        Ok((sent, resp))
+    }
+
+    /// A body read that broke off, as a `RequestError` without the URL.
+    pub(crate) fn reset_error(&self, e: &reqwest::Error) -> RequestError {
+        RequestError::Reset(self.redact(&without_url(e)))
     }
 
     /// Turn an error status and body into a `RequestError` with the server's own message.

@@ -1,14 +1,17 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
 pub mod detect;
+pub mod fake;
 pub mod flush;
 pub mod http;
 pub mod llamacpp;
 pub mod ndjson;
+pub mod ollama;
 pub mod openai;
 pub mod sglang;
 pub mod shared;
 pub mod sse;
+pub mod tgi;
 pub mod tokenize;
 
 use async_trait::async_trait;
@@ -62,6 +65,8 @@ pub struct Completion {
     pub text: String,
     /// False when per-event token counts had to be estimated (no server counts).
     pub counts_from_server: bool,
+    /// Sample flags the backend saw on the wire (`record::flag`, e.g. `model_reload`).
+    pub flags: Vec<crate::record::Flag>,
     /// The client end of the connection it went over, when the HTTP client says.
     pub local_addr: Option<std::net::SocketAddr>,
 }
@@ -122,6 +127,11 @@ pub trait Backend: Send + Sync {
     async fn flush(&self) -> Result<Flush, RequestError>;
     /// The server's tokenizer, when it exposes one.
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError>;
+    /// Whether `tokenize` counts exactly the tokens a text prompt becomes (special tokens
+    /// included, no template added), so text prompts can be cut to an exact length.
+    fn exact_text_lengths(&self) -> bool {
+        false
+    }
 }
 
 /// Folds one API's stream items into a `Completion`.
@@ -215,12 +225,12 @@ pub struct Connected {
 /// Probe the server at `url` and build the backend for `api` (or the detected one).
 pub async fn connect(
     url: &str,
-    api: crate::cli::ApiChoice,
-    endpoint: crate::cli::Endpoint,
+    api: crate::choices::ApiChoice,
+    endpoint: crate::choices::Endpoint,
     model: Option<String>,
     api_key: Option<String>,
 ) -> anyhow::Result<Connected> {
-    use crate::cli::ApiChoice as A;
+    use crate::choices::ApiChoice as A;
     use detect::ServerKind as K;
     let parsed = reqwest::Url::parse(url).map_err(|e| {
         anyhow::anyhow!(
@@ -235,7 +245,7 @@ pub async fn connect(
         );
     }
     let http = http::Http::new(url, api_key)?;
-    let info = detect::probe(&http).await.map_err(|e| {
+    let mut info = detect::probe(&http).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot probe {}: {} (is the server running? check --url)",
             http::strip_credentials(url),
@@ -247,14 +257,14 @@ pub async fn connect(
         (A::Auto, K::Llamacpp) | (A::Llamacpp, _) => A::Llamacpp,
         (A::Auto, K::Vllm) | (A::Vllm, _) => A::Vllm,
         (A::Auto, K::Openai) | (A::Openai, _) => A::Openai,
-        (A::Auto, K::Tgi) | (A::Tgi, _) | (A::Auto, K::Ollama) | (A::Ollama, _) => anyhow::bail!(
-            "the {} native API is not supported yet: measure its OpenAI routes with --api openai",
-            info.kind.name()
-        ),
+        (A::Auto, K::Tgi) | (A::Tgi, _) => A::Tgi,
+        (A::Auto, K::Ollama) | (A::Ollama, _) => A::Ollama,
     };
     let wants = match chosen {
         A::Sglang => Some(K::Sglang),
         A::Llamacpp => Some(K::Llamacpp),
+        A::Tgi => Some(K::Tgi),
+        A::Ollama => Some(K::Ollama),
         _ => None,
     };
     if let Some(k) = wants.filter(|k| *k != info.kind) {
@@ -277,6 +287,20 @@ pub async fn connect(
             http: http.clone(),
             flusher: info.flusher.clone(),
         }),
+        A::Tgi => Box::new(tgi::Tgi::new(http.clone(), &info)),
+        A::Ollama => {
+            // The limit of the model measured, which --model may have chosen.
+            if let Some((n, source)) = ollama::model_limit(&http, &model).await {
+                info.context_length = Some(n);
+                info.context_source = Some(source);
+            }
+            Box::new(ollama::Ollama::new(
+                http.clone(),
+                model.clone(),
+                info.context_length,
+                ollama::NumCtx::Cover,
+            ))
+        }
         _ => Box::new(openai::OpenAi {
             http: http.clone(),
             flusher: info.flusher.clone(),

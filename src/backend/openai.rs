@@ -8,7 +8,7 @@ use super::{
     Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
     StreamFold,
 };
-use crate::cli::Endpoint;
+use crate::choices::Endpoint;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::Duration;

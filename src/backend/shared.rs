@@ -102,6 +102,17 @@ impl SharedPrompt {
         self.tail.tokens.map(|t| t + self.head_tokens)
     }
 
+    /// The whole prompt as text (for text-only APIs that build their own bodies); `None`
+    /// for id prompts.
+    pub fn to_text(&self) -> Option<String> {
+        if !self.tail.is_text {
+            return None;
+        }
+        let mut json = self.head.to_vec();
+        json.extend_from_slice(&self.tail.json);
+        serde_json::from_slice(&json).ok()
+    }
+
     /// The body's JSON with the placeholder replaced by this prompt, as byte chunks that
     /// share the tail rather than copying it.
     pub fn splice(&self, body: &Value) -> Result<Vec<Bytes>, RequestError> {

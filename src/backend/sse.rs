@@ -349,55 +349,16 @@ impl SseParser {
     }
 }
 
-/// Index of the first `\n` or `\r` in `bytes`.
-///
-/// Eight bytes at a time: the byte scan is most of the parser's work on long `data` lines.
+/// Index of the first `\n` or `\r` in `bytes` (the byte scan is most of the parser's work
+/// on long `data` lines; `memchr` measured at least as fast as the hand-written SWAR scan it
+/// replaced, see README).
 pub(crate) fn find_eol(bytes: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    const LF: u64 = LO * b'\n' as u64;
-    const CR: u64 = LO * b'\r' as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut base = 0usize;
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let a = w ^ LF;
-        let b = w ^ CR;
-        // Exact for the lowest matching byte: a borrow only travels upwards from a zero byte.
-        let hit = (a.wrapping_sub(LO) & !a & HI) | (b.wrapping_sub(LO) & !b & HI);
-        if hit != 0 {
-            return Some(base + (hit.trailing_zeros() / 8) as usize);
-        }
-        base += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| b == b'\n' || b == b'\r')
-        .map(|p| base + p)
+    memchr::memchr2(b'\n', b'\r', bytes)
 }
 
-/// Index of the first `needle` in `bytes`, eight bytes at a time.
+/// Index of the first `needle` in `bytes`.
 pub(crate) fn find_byte(bytes: &[u8], needle: u8) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let pat = LO * needle as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    let mut base = 0usize;
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        let a = w ^ pat;
-        let hit = a.wrapping_sub(LO) & !a & HI;
-        if hit != 0 {
-            return Some(base + (hit.trailing_zeros() / 8) as usize);
-        }
-        base += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&b| b == needle)
-        .map(|p| base + p)
+    memchr::memchr(needle, bytes)
 }
 
 #[cfg(test)]

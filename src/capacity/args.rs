@@ -1,7 +1,7 @@
 //! The `ctxbench plan` flags.
 
 use super::dtype::{KvDtype, WeightsDtype};
-use crate::cli::Format;
+use crate::choices::Format;
 use crate::lengths::parse_count_arg as parse_token_count;
 use clap::Args;
 use std::path::PathBuf;
@@ -88,4 +88,23 @@ pub struct PlanArgs {
     /// Output format (table or json).
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+impl From<&PlanArgs> for super::inputs::PlanFlags {
+    fn from(a: &PlanArgs) -> Self {
+        Self {
+            gpu_mem_gib: a.gpu_mem_gib,
+            gpus: a.gpus,
+            tp: a.tp,
+            dp: a.dp,
+            mem_fraction: a.mem_fraction,
+            weights_gib: a.weights_gib,
+            weights_dtype: a.weights_dtype,
+            kv_dtype: a.kv_dtype,
+            reserve_gib: a.reserve_gib,
+            page_size: a.page_size,
+            context: a.context,
+            target_concurrency: a.target_concurrency,
+        }
+    }
 }

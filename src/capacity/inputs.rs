@@ -1,8 +1,7 @@
 //! From flags (and what a live server reported) to the plan's inputs: defaults filled in,
 //! every value checked, and where each came from.
 
-use super::args::PlanArgs;
-use super::dtype::WeightsDtype;
+use super::dtype::{KvDtype, WeightsDtype};
 use super::error::PlanError;
 use super::live::ServerReport;
 use super::model::ModelSpec;
@@ -53,6 +52,24 @@ pub struct Resolved {
     pub notes: Vec<String>,
 }
 
+/// The sizing flags as given, before defaults: the planner's own input type, so the
+/// planning code does not depend on the command-line struct (built from it in `args`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PlanFlags {
+    pub gpu_mem_gib: Option<f64>,
+    pub gpus: Option<u64>,
+    pub tp: Option<u64>,
+    pub dp: Option<u64>,
+    pub mem_fraction: Option<f64>,
+    pub weights_gib: Option<f64>,
+    pub weights_dtype: Option<WeightsDtype>,
+    pub kv_dtype: KvDtype,
+    pub reserve_gib: f64,
+    pub page_size: Option<u64>,
+    pub context: Option<u64>,
+    pub target_concurrency: Option<u64>,
+}
+
 fn flag_error(flag: &'static str, value: impl ToString, problem: &str) -> PlanError {
     PlanError::Flag {
         flag,
@@ -62,7 +79,7 @@ fn flag_error(flag: &'static str, value: impl ToString, problem: &str) -> PlanEr
 }
 
 pub fn resolve(
-    args: &PlanArgs,
+    args: &PlanFlags,
     model: &ModelSpec,
     server: Option<&ServerReport>,
 ) -> Result<Resolved, PlanError> {

@@ -23,7 +23,7 @@ pub mod window;
 
 pub use args::PlanArgs;
 
-use crate::cli::Format;
+use crate::choices::Format;
 use anyhow::Context;
 use config::ConfigDoc;
 use model::ModelSpec;
@@ -79,13 +79,14 @@ pub async fn build_report(args: &PlanArgs) -> anyhow::Result<PlanReport> {
     if args.ignore_sliding_window {
         model = model.without_windows();
     }
+    let flags = inputs::PlanFlags::from(args);
     // Check the flags before touching the network.
-    inputs::resolve(args, &model, None)?;
+    inputs::resolve(&flags, &model, None)?;
     let server = match &args.url {
         Some(url) => Some(live::fetch(url).await?),
         None => None,
     };
-    let resolved = inputs::resolve(args, &model, server.as_ref())?;
+    let resolved = inputs::resolve(&flags, &model, server.as_ref())?;
     let plan = plan::compute(&model, &resolved.inputs)?;
     let live = server.map(|s| live::compare(&model, &resolved.inputs, &plan, &s));
     Ok(PlanReport {

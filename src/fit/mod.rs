@@ -15,19 +15,16 @@ pub const MIN_TTFT_POINTS: usize = 3;
 /// Fewest distinct lengths for the decode-step fit (two coefficients).
 pub const MIN_DECODE_POINTS: usize = 2;
 
-/// TTFT(n) = a + b·n + c·n², n in tokens.
+/// One fitted law: its coefficients `C` (flattened into the JSON, and reachable as fields
+/// of the fit through `Deref`), their 95 % intervals `I`, and how well it fits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TtftFit {
-    /// Fixed overhead per request, seconds.
-    pub a_s: f64,
-    /// Linear prefill cost, seconds per token (1/b is the asymptotic linear rate).
-    pub b_s_per_token: f64,
-    /// Quadratic (attention) cost, seconds per token².
-    pub c_s_per_token2: f64,
+pub struct LawFit<C, I> {
+    #[serde(flatten)]
+    pub coeffs: C,
     /// 95 % intervals; `None` when no degrees of freedom are left (as many points as terms).
-    pub ci95: Option<TtftCi>,
+    pub ci95: Option<I>,
     pub r2: f64,
-    /// The lengths fitted, in order, with the measured-minus-fitted TTFT of each.
+    /// The lengths fitted, in order, with the measured-minus-fitted value of each.
     pub context_tokens: Vec<u64>,
     pub residuals_s: Vec<f64>,
     pub n: usize,
@@ -37,33 +34,77 @@ pub struct TtftFit {
     pub note: Option<String>,
 }
 
+impl<C, I> std::ops::Deref for LawFit<C, I> {
+    type Target = C;
+    fn deref(&self) -> &C {
+        &self.coeffs
+    }
+}
+
+/// TTFT(n) = a + b·n + c·n², n in tokens: the coefficients (`T = f64`) or their intervals.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct TtftCi {
-    pub a_s: (f64, f64),
-    pub b_s_per_token: (f64, f64),
-    pub c_s_per_token2: (f64, f64),
+pub struct Ttft<T> {
+    /// Fixed overhead per request, seconds.
+    pub a_s: T,
+    /// Linear prefill cost, seconds per token (1/b is the asymptotic linear rate).
+    pub b_s_per_token: T,
+    /// Quadratic (attention) cost, seconds per token².
+    pub c_s_per_token2: T,
 }
 
 /// Decode step time(n) = d + e·n (the inverse of decode tok/s), n in tokens.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecodeStepFit {
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DecodeStep<T> {
     /// Fixed step time, seconds.
-    pub d_s: f64,
+    pub d_s: T,
     /// Step time added per context token, seconds per token.
-    pub e_s_per_token: f64,
-    pub ci95: Option<DecodeCi>,
-    pub r2: f64,
-    pub context_tokens: Vec<u64>,
-    pub residuals_s: Vec<f64>,
-    pub n: usize,
-    pub fixed_at_zero: Vec<String>,
-    pub note: Option<String>,
+    pub e_s_per_token: T,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct DecodeCi {
-    pub d_s: (f64, f64),
-    pub e_s_per_token: (f64, f64),
+pub type TtftFit = LawFit<Ttft<f64>, Ttft<(f64, f64)>>;
+pub type TtftCi = Ttft<(f64, f64)>;
+pub type DecodeStepFit = LawFit<DecodeStep<f64>, DecodeStep<(f64, f64)>>;
+pub type DecodeCi = DecodeStep<(f64, f64)>;
+
+/// A law's terms in polynomial order (constant first), so one fit serves every law.
+trait Terms<T>: Sized {
+    /// Each term's name and unit, in polynomial order.
+    const TERMS: &'static [(&'static str, &'static str)];
+    /// Fewest distinct lengths that determine the law.
+    const MIN_POINTS: usize;
+    /// From values in polynomial order; `None` unless there is one per term.
+    fn from_terms(v: &[T]) -> Option<Self>;
+}
+
+impl<T: Copy> Terms<T> for Ttft<T> {
+    const TERMS: &'static [(&'static str, &'static str)] = &[
+        ("a_s", "s"),
+        ("b_s_per_token", "s/token"),
+        ("c_s_per_token2", "s/token²"),
+    ];
+    const MIN_POINTS: usize = MIN_TTFT_POINTS;
+    fn from_terms(v: &[T]) -> Option<Self> {
+        match *v {
+            [a_s, b_s_per_token, c_s_per_token2] => Some(Ttft {
+                a_s,
+                b_s_per_token,
+                c_s_per_token2,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl<T: Copy> Terms<T> for DecodeStep<T> {
+    const TERMS: &'static [(&'static str, &'static str)] =
+        &[("d_s", "s"), ("e_s_per_token", "s/token")];
+    const MIN_POINTS: usize = MIN_DECODE_POINTS;
+    fn from_terms(v: &[T]) -> Option<Self> {
+        match *v {
+            [d_s, e_s_per_token] => Some(DecodeStep { d_s, e_s_per_token }),
+            _ => None,
+        }
+    }
 }
 
 /// Both laws; each is `None` when too few points have a valid median.
@@ -121,48 +162,26 @@ impl ScalingFit {
 /// Fit TTFT(n) = a + b·n + c·n² to `(context_tokens, ttft_s)` pairs (e.g. per-point medians);
 /// `None` with fewer than [`MIN_TTFT_POINTS`] distinct lengths or non-finite values.
 pub fn fit_ttft(points: &[(u64, f64)]) -> Option<TtftFit> {
-    let Constrained {
-        lengths,
-        fit,
-        fixed,
-        note,
-    } = fit_nonneg(points, 2, MIN_TTFT_POINTS, TTFT_TERMS)?;
-    let ci95 = (fit.ci95.len() == 3).then(|| TtftCi {
-        a_s: fit.ci95[0],
-        b_s_per_token: fit.ci95[1],
-        c_s_per_token2: fit.ci95[2],
-    });
-    Some(TtftFit {
-        a_s: fit.coeffs[0],
-        b_s_per_token: fit.coeffs[1],
-        c_s_per_token2: fit.coeffs[2],
-        ci95,
-        r2: fit.r2,
-        context_tokens: lengths,
-        residuals_s: fit.residuals,
-        n: fit.n,
-        fixed_at_zero: fixed,
-        note,
-    })
+    fit_law(points)
 }
 
 /// Fit step time = d + e·n to `(context_tokens, step_s)` pairs; `None` with fewer than
 /// [`MIN_DECODE_POINTS`] distinct lengths.
 pub fn fit_decode_step(points: &[(u64, f64)]) -> Option<DecodeStepFit> {
+    fit_law(points)
+}
+
+/// The non-negative weighted fit of the polynomial law `C` (its intervals `I`).
+fn fit_law<C: Terms<f64>, I: Terms<(f64, f64)>>(points: &[(u64, f64)]) -> Option<LawFit<C, I>> {
     let Constrained {
         lengths,
         fit,
         fixed,
         note,
-    } = fit_nonneg(points, 1, MIN_DECODE_POINTS, DECODE_TERMS)?;
-    let ci95 = (fit.ci95.len() == 2).then(|| DecodeCi {
-        d_s: fit.ci95[0],
-        e_s_per_token: fit.ci95[1],
-    });
-    Some(DecodeStepFit {
-        d_s: fit.coeffs[0],
-        e_s_per_token: fit.coeffs[1],
-        ci95,
+    } = fit_nonneg(points, C::TERMS.len() - 1, C::MIN_POINTS, C::TERMS)?;
+    Some(LawFit {
+        coeffs: C::from_terms(&fit.coeffs)?,
+        ci95: I::from_terms(&fit.ci95),
         r2: fit.r2,
         context_tokens: lengths,
         residuals_s: fit.residuals,
@@ -196,13 +215,6 @@ pub fn fit_points(points: &[PointSummary]) -> ScalingFit {
 pub fn fit_summary(summary: &Summary) -> Value {
     fit_points(&summary.points).to_json()
 }
-
-const TTFT_TERMS: &[(&str, &str)] = &[
-    ("a_s", "s"),
-    ("b_s_per_token", "s/token"),
-    ("c_s_per_token2", "s/token²"),
-];
-const DECODE_TERMS: &[(&str, &str)] = &[("d_s", "s"), ("e_s_per_token", "s/token")];
 
 /// A non-negative fit with what a reader needs to know about it.
 struct Constrained {

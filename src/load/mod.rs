@@ -285,7 +285,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let heads = Arc::new(Heads {
         vocab: match &prompts {
             PromptSource::Ids { vocab, .. } => Some(vocab.clone()),
-            PromptSource::Text { .. } => None,
+            _ => None,
         },
         nonce: Mutex::new(NonceSource::from_entropy()),
     });

@@ -8,7 +8,7 @@ pub mod markdown;
 pub mod plot;
 pub mod table;
 
-use crate::cli::{CompareArgs, Format, ReportArgs};
+use crate::choices::Format;
 use crate::record::{ErrorRecord, RunRecord, Sample, Summary};
 use std::path::Path;
 
@@ -61,55 +61,6 @@ pub fn write_atomic(path: &Path, contents: &str) -> anyhow::Result<()> {
             path.display()
         )
     })
-}
-
-pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
-    let file = crate::resultfile::read(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if file.load.plan.is_some() || !args.more.is_empty() {
-        return crate::load::report_files(&args, file);
-    }
-    let Some(run) = &file.run else {
-        anyhow::bail!(
-            "{}: no run record: not a ctxbench result file",
-            args.file.display()
-        );
-    };
-    let summary = crate::summary::summarize_with_fit(&file.samples, &file.errors);
-    if file.torn_tail {
-        eprintln!(
-            "note: the last line of {} was torn (a crash mid-write) and was ignored",
-            args.file.display()
-        );
-    }
-    print!("{}", render(run, &summary, args.format));
-    if let Some(h) = &args.html {
-        write_html(h, run, &file.samples, &file.errors, &summary)?;
-    }
-    Ok(crate::exit::OK)
-}
-
-pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
-    let read = |p: &Path| {
-        let f = crate::resultfile::read(p).map_err(|e| anyhow::anyhow!("{e}"))?;
-        if f.torn_tail {
-            eprintln!(
-                "note: the last line of {} was torn (a crash mid-write) and was ignored",
-                p.display()
-            );
-        }
-        anyhow::Ok(f)
-    };
-    let (a, b) = (read(&args.a)?, read(&args.b)?);
-    let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
-    if a.load.plan.is_some() || b.load.plan.is_some() {
-        return crate::load::compare_files(&args, (la, a), (lb, b));
-    }
-    let comparison = compare::compare(&a, &b, (&la, &lb))?;
-    print!("{}", compare::render::render(&comparison, args.format));
-    if let Some(h) = &args.html {
-        write_atomic(h, &compare::html::render(&comparison))?;
-    }
-    Ok(crate::exit::OK)
 }
 
 /// Shared cell formatting: milliseconds, rates, and the flags column.

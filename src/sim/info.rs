@@ -71,6 +71,8 @@ pub async fn models(State(state): State<Arc<SimState>>) -> Json<Value> {
         Persona::Sglang => "sglang",
         // A generic OpenAI-compatible server: nothing that names a known engine.
         Persona::Openai => "ctxbench-sim",
+        Persona::Ollama => "library",
+        Persona::Tgi => "tgi",
     };
     Json(json!({
         "object": "list",

@@ -7,14 +7,17 @@ pub mod cost;
 mod engine;
 mod error;
 pub mod fault;
+mod frames;
 mod info;
 pub mod needle;
+mod ollama;
 mod openai;
 mod request;
 mod server;
 mod sglang;
 mod sse;
 mod state;
+mod tgi;
 pub mod tokenizer;
 pub mod truth;
 mod vocab;
@@ -34,6 +37,11 @@ pub enum Persona {
     Sglang,
     /// A generic OpenAI-compatible server: `/v1/*` and `/health` only (no tokenize, no flush).
     Openai,
+    /// Ollama: `/api/generate` (NDJSON), `/api/show`, `/api/tags`, `/api/ps`; a default
+    /// window that silently truncates longer prompts, a reload on every new `num_ctx`.
+    Ollama,
+    /// TGI: `/generate_stream` (SSE without `[DONE]`), `/info`, `/tokenize`; no `ignore_eos`.
+    Tgi,
 }
 
 /// Cost model and quirks; shared by `ctxbench sim` and `ctxbench sweep` without `--url`.
@@ -85,6 +93,16 @@ pub struct SimCostArgs {
     /// Fault kinds to draw from, comma-separated (default: all).
     #[arg(long = "fault-kinds")]
     pub fault_kinds: Option<String>,
+    /// Ollama persona: the window served when a request omits `options.num_ctx` (longer
+    /// prompts are cut to it from the front, silently), like `OLLAMA_CONTEXT_LENGTH`.
+    #[arg(long = "ollama-num-ctx", default_value_t = 4096)]
+    pub ollama_num_ctx: u64,
+    /// Ollama persona: seconds a model (re)load takes, reported as `load_duration`.
+    #[arg(long = "ollama-load-s", default_value_t = 0.5)]
+    pub ollama_load_s: f64,
+    /// TGI persona: `max_input_tokens` in `/info` (default: `--context-length` − 1).
+    #[arg(long = "tgi-max-input-tokens")]
+    pub tgi_max_input_tokens: Option<u64>,
 }
 
 #[derive(Args, Debug, Clone)]

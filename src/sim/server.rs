@@ -3,7 +3,7 @@
 
 use super::state::SimState;
 use super::truth::RequestTruth;
-use super::{Persona, SimConfig, info, openai, sglang};
+use super::{Persona, SimConfig, info, ollama, openai, sglang, tgi};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -70,6 +70,8 @@ impl SimServer {
         let persona = match args.persona {
             Persona::Sglang => "sglang",
             Persona::Openai => "openai",
+            Persona::Ollama => "ollama",
+            Persona::Tgi => "tgi",
         };
         let cache = if args.no_cache {
             "off".to_string()
@@ -84,6 +86,13 @@ impl SimServer {
             )
         } else {
             "no faults".to_string()
+        };
+        let persona = match args.persona {
+            Persona::Ollama => format!(
+                "{persona} (default num_ctx {}, reload {} s)",
+                args.ollama_num_ctx, args.ollama_load_s
+            ),
+            _ => persona.to_string(),
         };
         format!(
             "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}",
@@ -122,6 +131,8 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/health", get(info::health));
     let routes = match state.config.cost.persona {
         Persona::Openai => openai_routes,
+        Persona::Ollama => openai_routes.merge(ollama::routes(Arc::clone(&state))),
+        Persona::Tgi => openai_routes.merge(tgi::routes(Arc::clone(&state))),
         Persona::Sglang => openai_routes
             .route("/generate", post(sglang::generate))
             .route(

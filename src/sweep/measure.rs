@@ -2,6 +2,7 @@
 //! as pure functions, so each rule is testable without a server.
 
 use crate::backend::Completion;
+use crate::choices::Method;
 use crate::prompt::Needle;
 use crate::record::{NeedleResult, Sample, flag};
 use crate::stats::quantile;
@@ -24,7 +25,7 @@ pub const LENGTH_TOLERANCE: f64 = 0.01;
 
 /// Metrics of one streamed request (rule 5 of the measurement rules).
 pub fn stream_sample(c: &Completion, e: &Expectation) -> Sample {
-    let mut s = base_sample(c, e, "stream");
+    let mut s = base_sample(c, e, Method::Stream);
     let first = c.events.first();
     let ttft = first.map(|f| f.at.as_secs_f64());
     s.ttft_s = ttft;
@@ -50,7 +51,7 @@ pub fn stream_sample(c: &Completion, e: &Expectation) -> Sample {
 
 /// Two-point metrics from a 1-token request `a` and an N-token request `b`, both cold.
 pub fn two_point_sample(a: &Completion, b: &Completion, e: &Expectation) -> Sample {
-    let mut s = base_sample(b, e, "two-point");
+    let mut s = base_sample(b, e, Method::TwoPoint);
     let (ta, tb) = (a.e2e.as_secs_f64(), b.e2e.as_secs_f64());
     let (na, nb) = (
         a.completion_tokens.unwrap_or(1),
@@ -63,14 +64,14 @@ pub fn two_point_sample(a: &Completion, b: &Completion, e: &Expectation) -> Samp
         s.prefill_tps = (ta > 0.0).then(|| uncached as f64 / ta);
     }
     if tb <= ta {
-        s.flags.push(flag::TWO_POINT_INVERTED.into());
+        s.push_flag(flag::TWO_POINT_INVERTED);
     } else if nb > na {
         s.decode_tps = Some((nb - na) as f64 / (tb - ta));
     }
     // Either call served from cache corrupts the difference.
     let hit_a = a.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens;
-    if hit_a && !s.flags.iter().any(|f| f == flag::CACHE_HIT) {
-        s.flags.push(flag::CACHE_HIT.into());
+    if hit_a {
+        s.push_flag(flag::CACHE_HIT);
     }
     s.cached_tokens = match (a.cached_tokens, b.cached_tokens) {
         (Some(x), Some(y)) => Some(x.max(y)),
@@ -80,22 +81,25 @@ pub fn two_point_sample(a: &Completion, b: &Completion, e: &Expectation) -> Samp
 }
 
 /// Fields and flags common to both methods, from the server's counts.
-fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
+fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
     let mut s = Sample {
         context_tokens: e.context_tokens,
         prompt_tokens: c.prompt_tokens,
         cached_tokens: c.cached_tokens,
         output_tokens: c.completion_tokens,
-        method: method.to_string(),
+        method: method.name().to_string(),
         rep: e.rep,
         server_timings: c.server_timings.clone(),
         ..Sample::default()
     };
+    for &f in &c.flags {
+        s.push_flag(f);
+    }
     if c.cached_tokens.unwrap_or(0) > e.cache_allowance_tokens {
-        s.flags.push(flag::CACHE_HIT.into());
+        s.push_flag(flag::CACHE_HIT);
     }
     if c.completion_tokens.unwrap_or(0) < e.output_tokens {
-        s.flags.push(flag::EARLY_STOP.into());
+        s.push_flag(flag::EARLY_STOP);
     }
     match c.prompt_tokens {
         Some(p) => {
@@ -108,18 +112,18 @@ fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
                 None => (p as f64) < e.context_tokens as f64 * (1.0 - LENGTH_TOLERANCE),
             };
             if cut || c.finish_reason.as_deref() == Some("truncated") {
-                s.flags.push(flag::TRUNCATED.into());
+                s.push_flag(flag::TRUNCATED);
             }
             if off(e.context_tokens) {
-                s.flags.push(flag::LENGTH_MISMATCH.into());
+                s.push_flag(flag::LENGTH_MISMATCH);
             }
         }
-        None => s.flags.push(flag::NO_USAGE.into()),
+        None => s.push_flag(flag::NO_USAGE),
     }
     if let Some(n) = &e.needle {
         let ok = n.check(&c.text);
         if !ok {
-            s.flags.push(flag::NEEDLE_FAILED.into());
+            s.push_flag(flag::NEEDLE_FAILED);
         }
         s.needle = Some(NeedleResult {
             depth: n.depth,
@@ -132,9 +136,7 @@ fn base_sample(c: &Completion, e: &Expectation, method: &str) -> Sample {
 }
 
 fn finish_flags(mut s: Sample) -> Sample {
-    s.valid = !s.flags.iter().any(|f| flag::invalidates(f))
-        && s.ttft_s.is_some()
-        && (s.decode_tps.is_some() || s.output_tokens.unwrap_or(0) <= 1);
+    s.valid = s.derive_valid();
     s
 }
 
@@ -215,7 +217,7 @@ mod tests {
     fn cache_hits_beyond_a_page_invalidate() {
         let c = completion(&[(5, 1), (10, 1)], 1000, 992);
         let s = stream_sample(&c, &expect(1000, 2));
-        assert!(s.flags.contains(&"cache_hit".to_string()));
+        assert!(s.flags.iter().any(|f| f.name() == "cache_hit"));
         assert!(!s.valid);
     }
 
@@ -223,12 +225,12 @@ mod tests {
     fn early_stop_truncation_and_mismatch() {
         let c = completion(&[(5, 1), (10, 1)], 1000, 0);
         let s = stream_sample(&c, &expect(1000, 8));
-        assert!(s.flags.contains(&"early_stop".to_string()) && !s.valid);
+        assert!(s.flags.iter().any(|f| f.name() == "early_stop") && !s.valid);
 
         let c = completion(&[(5, 1), (10, 1)], 900, 0);
         let s = stream_sample(&c, &expect(1000, 2));
-        assert!(s.flags.contains(&"truncated".to_string()));
-        assert!(s.flags.contains(&"length_mismatch".to_string()));
+        assert!(s.flags.iter().any(|f| f.name() == "truncated"));
+        assert!(s.flags.iter().any(|f| f.name() == "length_mismatch"));
 
         // Within 1 %: fine.
         let c = completion(&[(5, 1), (10, 1)], 1009, 0);
@@ -238,8 +240,8 @@ mod tests {
         // within the length tolerance; a text prompt as far off is not.
         let c = completion(&[(5, 1), (10, 1)], 4080, 0);
         let s = stream_sample(&c, &expect(4096, 2));
-        assert!(s.flags.contains(&"truncated".to_string()) && !s.valid);
-        assert!(!s.flags.contains(&"length_mismatch".to_string()));
+        assert!(s.flags.iter().any(|f| f.name() == "truncated") && !s.valid);
+        assert!(!s.flags.iter().any(|f| f.name() == "length_mismatch"));
         let mut text = expect(4096, 2);
         text.sent_tokens = None;
         assert!(stream_sample(&c, &text).valid);
@@ -250,8 +252,8 @@ mod tests {
         let a = completion(&[(460, 1)], 1000, 0);
         let b = completion(&[(150, 1), (200, 16)], 1000, 992);
         let s = two_point_sample(&a, &b, &expect(1000, 17));
-        assert!(s.flags.contains(&"two_point_inverted".to_string()));
-        assert!(s.flags.contains(&"cache_hit".to_string()));
+        assert!(s.flags.iter().any(|f| f.name() == "two_point_inverted"));
+        assert!(s.flags.iter().any(|f| f.name() == "cache_hit"));
         assert!(s.decode_tps.is_none() && !s.valid);
 
         let b = completion(&[(470, 1), (620, 16)], 1000, 0);
@@ -270,7 +272,7 @@ mod tests {
             expected: "okapi".into(),
         });
         let s = stream_sample(&c, &e);
-        assert!(s.flags.contains(&"needle_failed".to_string()));
+        assert!(s.flags.iter().any(|f| f.name() == "needle_failed"));
         assert!(s.valid);
         assert!(!s.needle.unwrap().ok);
     }

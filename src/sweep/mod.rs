@@ -1,5 +1,6 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
+pub mod exact_text;
 pub mod measure;
 pub mod points;
 pub mod prompts;
@@ -105,7 +106,7 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
 
 /// Run the sweep (library entry point used by tests).
 pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
-    let mut plan = plan(&args)?;
+    let plan = plan(&args)?;
     let key = crate::run::target::api_key(args.api_key_env.as_deref())?;
     // Keep the simulator alive for the whole sweep.
     let (_sim, url) = match &args.url {
@@ -124,6 +125,26 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         }
     };
     let conn = backend::connect(&url, args.api, args.endpoint, args.model.clone(), key).await?;
+    run_connected(args, plan, &url, conn).await
+}
+
+/// Run the sweep against a backend already connected (an in-process fake in tests): the
+/// same loop as `execute`, minus starting a simulator and probing.
+pub async fn execute_with(
+    args: SweepArgs,
+    url: &str,
+    conn: backend::Connected,
+) -> anyhow::Result<SweepResult> {
+    let plan = plan(&args)?;
+    run_connected(args, plan, url, conn).await
+}
+
+async fn run_connected(
+    args: SweepArgs,
+    mut plan: Plan,
+    url: &str,
+    conn: backend::Connected,
+) -> anyhow::Result<SweepResult> {
     let info = conn.info.clone();
     let limit = info.context_length.map(|t| points::Limit {
         tokens: t,
@@ -133,12 +154,28 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
             .unwrap_or_else(|| "server".into()),
     });
     let lengths = points::resolve(&plan.lengths, args.output_tokens, limit.as_ref())?;
+    let prompt_limit = info.max_input_tokens.map(|t| points::Limit {
+        tokens: t,
+        source: "/info max_input_tokens".into(),
+    });
+    let max_resolved = limit.as_ref().and_then(|l| {
+        let wants_max = plan.lengths.contains(&crate::lengths::LengthSpec::Max);
+        wants_max.then(|| l.tokens.saturating_sub(args.output_tokens))
+    });
+    let lengths = points::cap_prompt(lengths, max_resolved, prompt_limit.as_ref())?;
     let reps = if args.needle {
         args.reps.max(plan.depths.len() as u32)
     } else {
         args.reps
     };
     eprintln!("{}", describe_target(&info, &conn.model, &lengths, reps));
+    if info.ignore_eos == Some(false) {
+        eprintln!(
+            "note: the {} API cannot force the output length (no ignore_eos): it is asked \
+             with max tokens only, and a sample whose answer ends sooner is flagged early_stop",
+            info.kind.name()
+        );
+    }
     if info.reports_cached_tokens != Some(true) {
         eprintln!(
             "note: the server does not say it reports cached tokens: cache hits can only be \
@@ -155,7 +192,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         target: Target {
-            url: strip_credentials(&url),
+            url: strip_credentials(url),
             api: backend.api().to_string(),
             model: Some(conn.model.clone()),
             server_info: serde_json::to_value(&info)?,
@@ -294,8 +331,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         match outcome {
             Outcome::Sample(mut s) => {
                 if restarted {
-                    s.flags.push(crate::record::flag::SERVER_RESTARTED.into());
-                    s.valid = false;
+                    s.push_flag(crate::record::flag::SERVER_RESTARTED);
                 }
                 if !session.reports_cached_tokens {
                     let smaller = median_ttft(&samples, |p| p < n, &s.method);
@@ -366,10 +402,7 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
 }
 
 fn method_name(m: Method) -> &'static str {
-    match m {
-        Method::TwoPoint => "two-point",
-        _ => "stream",
-    }
+    m.sample_name()
 }
 
 fn median_ttft(samples: &[Sample], pick: impl Fn(u64) -> bool, method: &str) -> Option<f64> {

@@ -51,6 +51,39 @@ pub fn resolve(
     Ok(out)
 }
 
+/// Hold resolved lengths to a limit on the prompt alone (TGI's `/info` `max_input_tokens`),
+/// before anything is sent: `max` (`max_resolved`) comes down to it, any other length beyond
+/// it is refused naming it.
+pub fn cap_prompt(
+    lengths: Vec<u64>,
+    max_resolved: Option<u64>,
+    max_input: Option<&Limit>,
+) -> anyhow::Result<Vec<u64>> {
+    let Some(cap) = max_input else {
+        return Ok(lengths);
+    };
+    let mut out = Vec::with_capacity(lengths.len());
+    for n in lengths {
+        if n <= cap.tokens {
+            out.push(n);
+        } else if Some(n) == max_resolved {
+            out.push(cap.tokens);
+        } else {
+            anyhow::bail!(
+                "--lengths {}: a {n}-token prompt exceeds the server's limit of {} prompt tokens ({}); \
+                 the longest possible prompt is {} (use `max`)",
+                format_count(n),
+                cap.tokens,
+                cap.source,
+                cap.tokens
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +116,26 @@ mod tests {
             msg.contains("32768 tokens") && msg.contains("max_model_len"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_prompt_limit_caps_max_and_refuses_the_rest() {
+        let cap = Limit {
+            tokens: 4000,
+            source: "/info max_input_tokens".into(),
+        };
+        assert_eq!(
+            cap_prompt(vec![1024, 4032], Some(4032), Some(&cap)).unwrap(),
+            vec![1024, 4000]
+        );
+        let err = cap_prompt(vec![4032], None, Some(&cap))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("4000 prompt tokens") && err.contains("max_input_tokens"),
+            "{err}"
+        );
+        assert_eq!(cap_prompt(vec![9], None, None).unwrap(), vec![9]);
     }
 
     #[test]

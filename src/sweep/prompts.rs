@@ -23,6 +23,8 @@ pub enum PromptSource {
         /// Prompt tokens the server accepts (limit − output), when known.
         ceiling: Option<u64>,
     },
+    /// Text cut to length with the server's tokenizer (APIs taking text only).
+    Exact(super::exact_text::ExactText),
 }
 
 /// Margin kept below the server's ceiling in text mode: the linear calibration is good to a
@@ -54,6 +56,11 @@ impl PromptSource {
                 });
             }
         }
+        if backend.exact_text_lengths()
+            && let Some(exact) = super::exact_text::ExactText::prepare(backend, with_needle).await?
+        {
+            return Ok(PromptSource::Exact(exact));
+        }
         Ok(PromptSource::Text {
             cal: calibrate(backend, with_needle).await?,
             ceiling,
@@ -64,6 +71,7 @@ impl PromptSource {
         match self {
             PromptSource::Ids { .. } => PromptMode::TokenIds,
             PromptSource::Text { .. } => PromptMode::CalibratedText,
+            PromptSource::Exact(_) => PromptMode::TokenizedText,
         }
     }
 
@@ -107,6 +115,7 @@ impl PromptSource {
                 ),
                 sent_tokens: None,
             }),
+            PromptSource::Exact(exact) => exact.build(backend, tokens, nonce, needle).await,
         }
     }
 }

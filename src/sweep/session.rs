@@ -4,7 +4,7 @@
 use super::measure::{self, Expectation};
 use super::prompts::PromptSource;
 use crate::backend::{Backend, Completion, Flush, GenRequest, RequestError};
-use crate::cli::{CacheBust, Method};
+use crate::choices::{CacheBust, Method};
 use crate::prompt::{Needle, NonceSource};
 use crate::record::{ErrorRecord, Sample, flag};
 use std::time::Duration;
@@ -47,14 +47,7 @@ impl Session<'_> {
                 rep,
                 kind: e.kind().to_string(),
                 message: e.to_string(),
-                method: Some(
-                    if method == Method::TwoPoint {
-                        "two-point"
-                    } else {
-                        "stream"
-                    }
-                    .into(),
-                ),
+                method: Some(method.sample_name().into()),
             }),
         }
     }
@@ -71,7 +64,7 @@ impl Session<'_> {
             .await?;
         let mut s = measure::stream_sample(&c, &self.expect(n, sent, rep, needle));
         if flush_failed {
-            s.flags.push(flag::FLUSH_FAILED.into());
+            s.push_flag(flag::FLUSH_FAILED);
         }
         Ok(s)
     }
@@ -89,7 +82,7 @@ impl Session<'_> {
             .await?;
         let mut s = measure::two_point_sample(&a, &b, &self.expect(n, sent, rep, needle));
         if fa || fb {
-            s.flags.push(flag::FLUSH_FAILED.into());
+            s.push_flag(flag::FLUSH_FAILED);
         }
         Ok(s)
     }
@@ -176,7 +169,6 @@ pub fn infer_cache_hit(
     let Some(t) = s.ttft_s else { return };
     let below = |r: Option<f64>| r.is_some_and(|r| t < 0.5 * r);
     if below(smaller_point_ttft_s) || below(same_point_median_s) {
-        s.flags.push(flag::CACHE_HIT_INFERRED.into());
-        s.valid = false;
+        s.push_flag(flag::CACHE_HIT_INFERRED);
     }
 }

@@ -2,7 +2,10 @@
 //! through the same entry point as the command line.
 #![allow(dead_code)]
 
+pub mod bin;
 pub mod llama;
+pub mod proxy;
+pub mod sim_http;
 
 use clap::Parser;
 use ctxbench::cli::{Cli, Command, SweepArgs};
@@ -45,14 +48,157 @@ pub async fn sweep(url: &str, flags: &[&str]) -> SweepResult {
     execute(sweep_args(url, flags)).await.expect("sweep runs")
 }
 
+/// The flags most sweep tests pass, built instead of spelled out: `--lengths L --reps R
+/// --output-tokens O --no-warmup` (see [`flags`]), then any others.
+#[derive(Debug, Clone)]
+pub struct SweepFlags {
+    argv: Vec<String>,
+    warm_up: bool,
+}
+
+/// `--lengths lengths --reps reps --output-tokens output_tokens --no-warmup`.
+pub fn flags(lengths: &str, reps: u32, output_tokens: u64) -> SweepFlags {
+    SweepFlags {
+        argv: vec![
+            "--lengths".into(),
+            lengths.into(),
+            "--reps".into(),
+            reps.to_string(),
+            "--output-tokens".into(),
+            output_tokens.to_string(),
+        ],
+        warm_up: false,
+    }
+}
+
+impl SweepFlags {
+    /// Keep the warm-up request (drop `--no-warmup`).
+    pub fn warm_up(mut self) -> Self {
+        self.warm_up = true;
+        self
+    }
+
+    /// More flags, as on the command line.
+    pub fn with(mut self, more: &[&str]) -> Self {
+        self.argv.extend(more.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// The flags as on the command line.
+    pub fn argv(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.argv.iter().map(String::as_str).collect();
+        if !self.warm_up {
+            v.push("--no-warmup");
+        }
+        v
+    }
+
+    pub fn args(&self, url: &str) -> SweepArgs {
+        sweep_args(url, &self.argv())
+    }
+
+    /// Run the sweep against `url` through the library entry point.
+    pub async fn run(&self, url: &str) -> SweepResult {
+        sweep(url, &self.argv()).await
+    }
+}
+
+/// How long a test waits for a condition it polls (a server recording its truth after a
+/// broken stream): far above the milliseconds it takes, so a loaded machine does not fail it.
+pub const POLL_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Truth is recorded as a stream ends: poll until the server has `n` records (at most
+/// [`POLL_LIMIT`]), then return them all, so the caller asserts the exact count.
+pub async fn truth_after(server: &SimServer, n: usize) -> Vec<ctxbench::sim::RequestTruth> {
+    let until = tokio::time::Instant::now() + POLL_LIMIT;
+    loop {
+        let truth = server.truth();
+        if truth.len() >= n || tokio::time::Instant::now() >= until {
+            return truth;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The same measurement, floats equal to 1e-12 relative (serde_json without its
+/// `float_roundtrip` feature may read a float back one ulp off).
+pub fn same_sample(a: &ctxbench::record::Sample, b: &ctxbench::record::Sample) -> bool {
+    let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+        (x, y) => x == y,
+    };
+    let key = |s: &ctxbench::record::Sample| {
+        (
+            s.context_tokens,
+            s.rep,
+            s.method.clone(),
+            s.valid,
+            s.flags.clone(),
+            s.prompt_tokens,
+            s.output_tokens,
+        )
+    };
+    key(a) == key(b)
+        && close(a.ttft_s, b.ttft_s)
+        && close(a.decode_tps, b.decode_tps)
+        && close(a.prefill_tps, b.prefill_tps)
+}
+
+/// Both simulator personas with an 8192-token limit, and where `probe` finds that limit.
+pub const PERSONAS_8192: [(&[&str], &str); 2] = [
+    (&["--context-length", "8192"], "/server_info context_length"),
+    (
+        &["--persona", "openai", "--context-length", "8192"],
+        "/v1/models data[0].max_model_len",
+    ),
+];
+
+/// Whether the sample carries flag `f`.
+pub fn has(s: &ctxbench::record::Sample, f: ctxbench::record::Flag) -> bool {
+    s.flags.contains(&f)
+}
+
+/// What `probe` finds at `url`.
+pub async fn probe_url(url: &str) -> ctxbench::backend::detect::ServerInfo {
+    let http = ctxbench::backend::http::Http::new(url, None).unwrap();
+    ctxbench::backend::detect::probe(&http)
+        .await
+        .expect("probe")
+}
+
 /// Relative difference |a − b| / b.
 pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
 
+/// Held while a timing test runs; dropping it lets the next one start.
+pub struct TimingGuard {
+    _in_process: tokio::sync::MutexGuard<'static, ()>,
+    _across_processes: std::fs::File,
+}
+
 /// Tests that assert timings take this first: the harness runs tests of one file in
-/// parallel, and several simulated sweeps on two cores would measure the contention.
-pub async fn timing_lock() -> tokio::sync::MutexGuard<'static, ()> {
+/// parallel, and several simulated sweeps on two cores would measure the contention. The
+/// mutex orders the tests of one binary; an exclusive lock on a file in the temp directory
+/// orders test binaries run at the same time (released by the OS even if a test crashes).
+pub async fn timing_lock() -> TimingGuard {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    LOCK.lock().await
+    let in_process = LOCK.lock().await;
+    let path = std::env::temp_dir().join("ctxbench-timing-tests.lock");
+    let file = tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        std::io::Result::Ok(file)
+    })
+    .await
+    .expect("the lock task runs")
+    .expect("the timing lock file can be opened and locked");
+    TimingGuard {
+        _in_process: in_process,
+        _across_processes: file,
+    }
 }

@@ -131,14 +131,14 @@ pub fn troubled_run() -> Fixture {
     let mut hit = sample(4096, 3, 0.002, SIM_DEFAULT.step_s(4096, 64));
     hit.cached_tokens = Some(4080);
     hit.valid = false;
-    hit.flags = vec![flag::CACHE_HIT.into()];
+    hit.flags = vec![flag::CACHE_HIT];
     samples.push(hit);
     // The needle lost at 64k rep 2.
     if let Some(s) = samples
         .iter_mut()
         .find(|s| s.context_tokens == 65536 && s.rep == 2)
     {
-        s.flags.push(flag::NEEDLE_FAILED.into());
+        s.flags.push(flag::NEEDLE_FAILED);
         if let Some(n) = s.needle.as_mut() {
             n.ok = false;
             n.answer = "<script>alert(1)</script>".into();

@@ -5,6 +5,7 @@ pub mod bootstrap;
 pub mod html;
 pub mod render;
 
+use crate::choices::Method;
 use crate::lengths::format_count;
 use crate::record::{RunRecord, SCHEMA, Sample, Stat, Summary};
 use crate::report::plot::figures::Metric;
@@ -145,11 +146,12 @@ pub fn metric_values(metric: Metric, samples: &[Sample], context_tokens: u64) ->
             })
             .collect()
     };
-    let has_stream = at.iter().any(|s| s.method == "stream");
+    let (stream, two_point) = (Method::Stream.name(), Method::TwoPoint.name());
+    let has_stream = at.iter().any(|s| s.method == stream);
     if has_stream || matches!(metric, Metric::ItlP50 | Metric::ItlP99) {
-        of("stream")
+        of(stream)
     } else {
-        of("two-point")
+        of(two_point)
     }
 }
 

@@ -1,7 +1,7 @@
 //! A comparison as text: aligned table, Markdown, CSV or JSON — pure functions of it.
 
 use super::{Comparison, MetricChange, Side};
-use crate::cli::Format;
+use crate::choices::Format;
 use crate::lengths::format_count;
 use crate::report::plot::figures::Metric;
 use serde_json::{Value, json};

@@ -91,7 +91,14 @@ pub fn flagged(samples: &[Sample], errors: &[ErrorRecord]) -> String {
                         Cell::num((s.rep + 1).to_string()),
                         Cell::text(s.method.clone()),
                         Cell::text(if s.valid { "yes" } else { "no" }),
-                        Cell::text(s.flags.join(", ")).with_class("flags"),
+                        Cell::text(
+                            s.flags
+                                .iter()
+                                .map(|f| f.name())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        )
+                        .with_class("flags"),
                         Cell::num(s.ttft_s.map(seconds).unwrap_or_else(|| "-".into())),
                         Cell::num(opt(s.prompt_tokens)),
                         Cell::num(opt(s.cached_tokens)),

@@ -1,0 +1,254 @@
+//! Streamed bodies for the personas whose streams are not SGLang/OpenAI's SSE with `[DONE]`:
+//! Ollama's NDJSON and TGI's SSE that simply ends. One frame per event, written the moment
+//! it is produced, with the mid-stream faults the other personas have.
+
+use super::engine::{self, Flow, Job, Listener, Progress};
+use super::fault::Fault;
+use super::state::{SimState, Slot};
+use super::truth::RequestTruth;
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const STALL_LIMIT: Duration = Duration::from_secs(120);
+const KEEP_ALIVE_EVERY: Duration = Duration::from_millis(200);
+/// Pause before breaking the body, so hyper flushes the frames already written.
+const RESET_AFTER: Duration = Duration::from_millis(20);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `data: {json}\n\n`, no terminator (TGI, llama.cpp).
+    Sse,
+    /// `{json}\n` (Ollama).
+    Ndjson,
+}
+
+enum Message {
+    Frame(Bytes),
+    Reset,
+}
+
+/// The sending end of one streamed body.
+pub struct FrameStream {
+    tx: mpsc::UnboundedSender<Message>,
+    framing: Framing,
+}
+
+impl FrameStream {
+    pub fn open(framing: Framing) -> (FrameStream, Response) {
+        let (tx, rx) = mpsc::unbounded_channel::<Message>();
+        let frames = futures::stream::unfold(rx, |mut rx| async move {
+            let frame = match rx.recv().await? {
+                Message::Frame(bytes) => Ok(bytes),
+                Message::Reset => {
+                    tokio::time::sleep(RESET_AFTER).await;
+                    Err(std::io::Error::other("simulated connection reset"))
+                }
+            };
+            Some((frame, rx))
+        });
+        let content_type = match framing {
+            Framing::Sse => "text/event-stream",
+            Framing::Ndjson => "application/x-ndjson",
+        };
+        let response = (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CACHE_CONTROL, "no-cache"),
+            ],
+            Body::from_stream(frames),
+        )
+            .into_response();
+        (FrameStream { tx, framing }, response)
+    }
+
+    /// False once the client has gone.
+    fn raw(&self, text: String) -> bool {
+        self.tx.send(Message::Frame(Bytes::from(text))).is_ok()
+    }
+
+    pub fn json(&self, v: &Value) -> bool {
+        self.raw(match self.framing {
+            Framing::Sse => format!("data: {v}\n\n"),
+            Framing::Ndjson => format!("{v}\n"),
+        })
+    }
+
+    fn malformed(&self) -> bool {
+        self.raw(match self.framing {
+            Framing::Sse => "data: {not json\n\n".to_string(),
+            Framing::Ndjson => "{not json\n".to_string(),
+        })
+    }
+
+    /// Only SSE has comments; an NDJSON stall is plain silence.
+    fn keep_alive(&self) -> bool {
+        match self.framing {
+            Framing::Sse => self.raw(": keep-alive\n\n".to_string()),
+            Framing::Ndjson => !self.tx.is_closed(),
+        }
+    }
+
+    fn reset(&self) {
+        let _ = self.tx.send(Message::Reset);
+    }
+}
+
+/// How one persona spells its stream.
+pub trait Frames: Send {
+    /// The frames for one engine event (TGI splits a multi-token event into one per token).
+    fn event(&mut self, p: &Progress<'_>) -> Vec<Value>;
+    /// Frames after the finish event, from what the request cost (Ollama's final object).
+    fn after(&mut self, truth: &RequestTruth) -> Vec<Value>;
+    /// An in-stream error frame in the persona's dialect.
+    fn error(&self, message: &str) -> Value;
+}
+
+struct FrameListener<F> {
+    out: FrameStream,
+    format: F,
+    fault: Option<Fault>,
+    events: u64,
+    finished: bool,
+    stalled: bool,
+    last: Vec<Value>,
+}
+
+impl<F: Frames> Listener for FrameListener<F> {
+    fn on_event(&mut self, progress: &Progress<'_>) -> Flow {
+        let is_final = progress.finish.is_some();
+        // Mid-stream faults strike at the second event, or at the first if it is the last.
+        let strikes_here = self.events == 1 || (self.events == 0 && is_final);
+        self.events += 1;
+        match self.fault {
+            Some(Fault::NoFinal) if is_final => return Flow::Cut,
+            Some(Fault::Reset) if strikes_here => {
+                self.out.reset();
+                return Flow::Cut;
+            }
+            Some(Fault::Stall) if strikes_here => {
+                self.stalled = true;
+                return Flow::Cut;
+            }
+            Some(Fault::ErrorEvent) if strikes_here => {
+                self.out.json(&self.format.error("simulated failure"));
+                return Flow::Cut;
+            }
+            Some(Fault::Malformed) if strikes_here && !self.out.malformed() => return Flow::Cut,
+            _ => {}
+        }
+        let frames = self.format.event(progress);
+        if is_final {
+            // Held until the truth is logged, so a client that has the end can read it.
+            self.last = frames;
+            self.finished = true;
+            return if self.out.tx.is_closed() {
+                Flow::Cut
+            } else {
+                Flow::Delivered
+            };
+        }
+        for frame in frames {
+            if !self.out.json(&frame) {
+                return Flow::Cut;
+            }
+        }
+        Flow::Delivered
+    }
+}
+
+/// Compute `job` and stream it on `out`; `hold` (a model lease, a concurrency permit) and
+/// the slot are kept until the stream is over.
+pub async fn stream_job<F: Frames, H: Send>(
+    state: Arc<SimState>,
+    slot: Slot,
+    hold: H,
+    job: Job,
+    out: FrameStream,
+    format: F,
+) {
+    let mut listener = FrameListener {
+        out,
+        format,
+        fault: job.fault,
+        events: 0,
+        finished: false,
+        stalled: false,
+        last: Vec::new(),
+    };
+    let truth = engine::run(&state, job, &mut listener).await;
+    let after = if listener.finished {
+        listener.format.after(&truth)
+    } else {
+        Vec::new()
+    };
+    state.truth.push(truth);
+    if listener.finished {
+        for frame in listener.last.iter().chain(&after) {
+            listener.out.json(frame);
+        }
+    } else if listener.stalled {
+        let until = tokio::time::Instant::now() + STALL_LIMIT;
+        while tokio::time::Instant::now() < until && listener.out.keep_alive() {
+            if !state.sleep(KEEP_ALIVE_EVERY).await {
+                break;
+            }
+        }
+    }
+    drop(hold);
+    drop(slot);
+}
+
+/// What a request ended with, for a non-streamed answer: the final text, the frames of its
+/// last event and those after it.
+pub struct Ended {
+    pub text: String,
+    pub last: Vec<Value>,
+    pub after: Vec<Value>,
+}
+
+/// Run `job` to the end without streaming; `None` when the server shut down first.
+pub async fn run_collected<F: Frames>(
+    state: &SimState,
+    slot: Slot,
+    job: Job,
+    mut format: F,
+) -> Option<Ended> {
+    struct Whole<'a, F> {
+        format: &'a mut F,
+        text: String,
+        last: Option<Vec<Value>>,
+    }
+    impl<F: Frames> Listener for Whole<'_, F> {
+        fn on_event(&mut self, p: &Progress<'_>) -> Flow {
+            // The formatter keeps its own counters (token index …) in step.
+            let frames = self.format.event(p);
+            if p.finish.is_some() {
+                self.text = p.text.to_string();
+                self.last = Some(frames);
+            }
+            Flow::Delivered
+        }
+    }
+    let mut whole = Whole {
+        format: &mut format,
+        text: String::new(),
+        last: None,
+    };
+    let truth = engine::run(state, job, &mut whole).await;
+    let (text, last) = (whole.text, whole.last);
+    let after = format.after(&truth);
+    state.truth.push(truth);
+    drop(slot);
+    last.map(|last| Ended { text, last, after })
+}
+
+/// `{"error": message}`, Ollama's error body (TGI adds `error_type`).
+pub fn error_body(message: &str) -> Value {
+    json!({ "error": message })
+}
