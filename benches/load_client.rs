@@ -150,7 +150,6 @@ async fn cell(
     let tail = SharedTail::from_prompt(&Prompt::Ids(ids), 16);
     let shot = Arc::new(Shot {
         backend: backend(url),
-        connections: Arc::default(),
         tail,
         output_tokens: output,
         deadline: Duration::from_secs(120),

@@ -9,7 +9,9 @@ Metric definitions:
                (a chat role-only chunk is not a token)
   prefill_tps  uncached prompt tokens / TTFT
   decode_tps   (output tokens - tokens in the first event) / (t_last_event - t_first_event)
-  ITL          gap between events divided over the tokens they carry (p50, p99)
+  ITL          gap between arrivals (events read together are one) divided over the
+               tokens they carry (p50, p99); without per-event counts from the server the
+               total is spread evenly and the sample says event_counts: derived
   two-point    decode_tps = (N_b - N_a) / (t_b - t_a), both requests cold (fresh nonce
                and cache flush); t_b <= t_a is flagged two_point_inverted
 Tokens are counted from the server's cumulative counts, never from the number of events.";
@@ -108,6 +110,12 @@ pub struct SweepArgs {
     /// Skip the warm-up request.
     #[arg(long)]
     pub no_warmup: bool,
+    /// Open a new connection for every request instead of reusing keep-alive connections:
+    /// measures a server whose small writes wait for the client's delayed ACK (Nagle on,
+    /// no TCP_NODELAY) without that ~40 ms; the connect time is recorded, not counted in
+    /// TTFT. Example: ctxbench sweep --url http://127.0.0.1:8000 --fresh-connection
+    #[arg(long)]
+    pub fresh_connection: bool,
     /// Write an HTML report at the end (and after each point).
     #[arg(long)]
     pub html: Option<PathBuf>,

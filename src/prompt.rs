@@ -4,7 +4,7 @@
 //! length is exact by construction; with text it is calibrated against the server's count.
 
 use crate::backend::Prompt;
-use rand::{Rng, RngExt, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Plain prose, repeated to fill a prompt.
@@ -53,6 +53,9 @@ pub enum PromptMode {
     CalibratedText,
     /// Text cut to an exact length with the server's tokenizer.
     TokenizedText,
+    /// Token ids of the filler's words tokenized one at a time, because the server's
+    /// tokenizer failed on the whole text: still exact length, ordinary ids.
+    TokenIdsByWord,
 }
 
 impl PromptMode {
@@ -61,6 +64,7 @@ impl PromptMode {
             PromptMode::TokenIds => "token_ids",
             PromptMode::CalibratedText => "calibrated_text",
             PromptMode::TokenizedText => "tokenized_text",
+            PromptMode::TokenIdsByWord => "token_ids_by_word",
         }
     }
 }
@@ -158,36 +162,94 @@ pub const NONCE_TOKENS: usize = 16;
 
 /// A nonce source: fresh entropy per invocation (a nonce must never repeat across runs,
 /// or a cache left by the earlier run serves it); needles stay seeded.
+///
+/// The nonce is the prompt's first content: its leading pair of symbols (characters, or
+/// ids) never repeats within a run, so two prompts of one run share at most one random
+/// token, whatever the tokenizer makes of them. What they share beyond that is what the API
+/// itself adds (template, BOS), which the sweep measures.
 pub struct NonceSource {
     rng: ChaCha8Rng,
+    /// Lead pairs drawn so far, as (pool size, first, second) indices.
+    used_leads: std::collections::HashSet<(usize, usize, usize)>,
 }
+
+/// Characters of a text nonce: letters and digits, which no template or tokenizer treats
+/// specially.
+const NONCE_CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+/// Characters in a text nonce.
+const NONCE_TEXT_CHARS: usize = 16;
 
 impl NonceSource {
     pub fn from_entropy() -> Self {
         NonceSource {
             rng: ChaCha8Rng::from_rng(&mut rand::rng()),
+            used_leads: Default::default(),
         }
     }
 
     pub fn seeded(seed: u64) -> Self {
         NonceSource {
             rng: ChaCha8Rng::seed_from_u64(seed),
+            used_leads: Default::default(),
+        }
+    }
+
+    /// Indices into a pool of `n` symbols, the first two a pair not used before in this run.
+    fn draw(&mut self, n: usize, len: usize) -> Vec<usize> {
+        // Past half the pairs, start over: a repeat then needs the rest of the nonce to
+        // match too, and rejection sampling stays quick.
+        if self.used_leads.iter().filter(|l| l.0 == n).count() >= n * n / 2 {
+            self.used_leads.clear();
+        }
+        loop {
+            let lead = (n, self.rng.random_range(0..n), self.rng.random_range(0..n));
+            if n < 2 || self.used_leads.insert(lead) {
+                let mut out = vec![lead.1, lead.2];
+                out.extend((2..len).map(|_| self.rng.random_range(0..n)));
+                out.truncate(len);
+                return out;
+            }
         }
     }
 
     fn ids(&mut self, pool: &[u32]) -> Vec<u32> {
-        (0..NONCE_TOKENS)
-            .map(|_| pool[self.rng.random_range(0..pool.len())])
+        self.draw(pool.len(), NONCE_TOKENS)
+            .into_iter()
+            .map(|i| pool[i])
             .collect()
     }
 
     fn text(&mut self) -> String {
-        nonce_text(self.rng.next_u64())
+        let chars = self.draw(NONCE_CHARS.len(), NONCE_TEXT_CHARS);
+        nonce_text(chars.into_iter().map(|i| NONCE_CHARS[i] as char).collect())
     }
 }
 
-fn nonce_text(x: u64) -> String {
-    format!("Session {x:016x}.")
+fn nonce_text(chars: String) -> String {
+    format!("{chars}.")
+}
+
+/// The header a prompt without nonce carries instead: the same shape, always the same.
+fn fixed_header() -> String {
+    nonce_text("0".repeat(NONCE_TEXT_CHARS))
+}
+
+/// The first symbol of a prompt (its first id, or first character), to tell two prompts'
+/// starts apart.
+pub fn first_symbol(prompt: &Prompt) -> Option<u64> {
+    match prompt {
+        Prompt::Ids(ids) => ids.first().map(|&i| u64::from(i)),
+        Prompt::Text(t) => t.chars().next().map(|c| u64::from(u32::from(c))),
+        Prompt::Shared(p) => {
+            let head = std::str::from_utf8(&p.head).ok()?;
+            if p.tail.is_text {
+                let c = head.strip_prefix('"')?.chars().next()?;
+                Some(u64::from(u32::from(c)))
+            } else {
+                head.strip_prefix('[')?.split(',').next()?.parse().ok()
+            }
+        }
+    }
 }
 
 /// Build a token-id prompt of exactly `tokens` ids (when `tokens` leaves room for the parts).
@@ -249,7 +311,7 @@ pub fn build_text(
     // prompt repeats exactly, yet keeps the length the calibration (made with nonces) gives.
     let mut text = match nonce {
         Some(n) => n.text(),
-        None => nonce_text(0),
+        None => fixed_header(),
     };
     text.push(' ');
     text.push_str(&body.join(" "));
@@ -285,6 +347,34 @@ mod tests {
         };
         assert_ne!(a[..NONCE_TOKENS], b[..NONCE_TOKENS], "nonces must differ");
         assert_eq!(a[NONCE_TOKENS..], b[NONCE_TOKENS..], "the filler is shared");
+    }
+
+    #[test]
+    fn nonces_lead_with_a_pair_never_repeated_in_a_run() {
+        let mut n = NonceSource::seeded(4);
+        let mut leads = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let Prompt::Text(t) = build_text(10, Some(&mut n), None) else {
+                panic!()
+            };
+            assert!(
+                leads.insert(t[..2].to_string()),
+                "lead {} repeated",
+                &t[..2]
+            );
+        }
+        let v = vocab();
+        let mut leads = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let Prompt::Ids(ids) = build_ids(&v, 100, Some(&mut n), None) else {
+                panic!()
+            };
+            assert!(
+                leads.insert((ids[0], ids[1])),
+                "lead {:?} repeated",
+                &ids[..2]
+            );
+        }
     }
 
     #[test]
@@ -349,7 +439,8 @@ mod tests {
         let Prompt::Text(t) = build_text(200, Some(&mut n), Some(&needle)) else {
             panic!()
         };
-        assert!(t.starts_with("Session "));
+        assert!(t.chars().next().unwrap().is_ascii_alphanumeric());
+        assert!(!t.starts_with("0000"), "a nonce, not the fixed header");
         assert!(t.contains("The secret animal is yak."));
         assert!(t.ends_with(NEEDLE_QUESTION));
     }

@@ -50,6 +50,37 @@ pub struct Target {
     /// What `probe` found, as JSON.
     #[serde(default)]
     pub server_info: Value,
+    /// What the sweep measured about the target before sampling (absent in older files).
+    #[serde(default, flatten)]
+    pub checks: TargetChecks,
+}
+
+/// Measured properties of the target that decide how samples are checked.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TargetChecks {
+    /// Tokens the API itself puts ahead of every prompt (template, BOS), measured from the
+    /// cached-token counts of probes with different nonces; tolerated in the cache check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_prefix_tokens: Option<u64>,
+    /// Whether the connection adds delay of its own (Nagle on the server), and the figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportCheck>,
+}
+
+/// Transport check: tiny requests over fresh and reused connections, HTTP vs TCP round trip.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TransportCheck {
+    pub tcp_connect_s: Option<f64>,
+    pub http_rtt_s: Option<f64>,
+    /// Median TTFT of tiny requests over fresh connections (connect time excluded).
+    pub fresh_ttft_s: Option<f64>,
+    /// The same over reused keep-alive connections.
+    pub reused_ttft_s: Option<f64>,
+    /// Reused connections are delayed by the transport, not the server.
+    pub delayed: bool,
+    /// What the delay is and how it is cured, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cure: Option<String>,
 }
 
 /// Everything that shapes the measurements; `--resume` refuses a file whose config differs
@@ -92,6 +123,16 @@ pub struct Sample {
     pub itl_p50_s: Option<f64>,
     pub itl_p99_s: Option<f64>,
     pub tokens_per_event_mean: Option<f64>,
+    /// Where per-event token counts came from: `server` (its own counts per event) or
+    /// `derived` (the total spread evenly over the arrivals; no per-event figure is kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_counts: Option<String>,
+    /// Whether the (last) request opened a new connection rather than reusing one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_connection: Option<bool>,
+    /// That new connection's connect time, seconds (not part of TTFT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_s: Option<f64>,
     pub valid: bool,
     pub flags: Vec<Flag>,
     pub needle: Option<NeedleResult>,
@@ -236,6 +277,9 @@ flags! {
     NoUsage = "no_usage", NO_USAGE, invalidates: false;
     // The server (re)loaded the model during the request (Ollama's `load_duration`).
     ModelReload = "model_reload", MODEL_RELOAD, invalidates: true;
+    // Measured over a reused connection to a server whose small writes wait for the
+    // client's delayed ACK (Nagle on): TTFT holds ~40 ms that is not the server's.
+    TransportDelay = "transport_delay", TRANSPORT_DELAY, invalidates: true;
 }
 
 impl std::fmt::Display for Flag {

@@ -267,6 +267,7 @@ mod tests {
                 api: "sglang".into(),
                 model: None,
                 server_info: serde_json::Value::Null,
+                checks: Default::default(),
             },
             config: RunConfig {
                 lengths: vec![1024, 8192],

@@ -152,6 +152,17 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
             "the server restarted during the sweep (samples at {restarts:?} tokens are flagged server_restarted)"
         ));
     }
+    let derived = samples
+        .iter()
+        .filter(|s| s.event_counts.as_deref() == Some("derived"))
+        .count();
+    if derived > 0 {
+        notes.push(format!(
+            "per-event token counts were derived for {derived} samples (the server sent none per \
+             event): ITL spreads each request's total evenly over its arrivals, and no \
+             tokens-per-event figure is given"
+        ));
+    }
     if let Some(n) = truncation_onset {
         notes.push(format!(
             "the server truncated prompts silently from {n} tokens on: results at and beyond it are invalid"

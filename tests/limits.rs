@@ -24,7 +24,7 @@ async fn lengths_max_is_limit_minus_output_tokens() {
     assert_eq!(s.prompt_tokens, Some(8176));
     assert!(s.valid, "{s:?}");
     assert!(r.errors.is_empty(), "{:?}", r.errors);
-    let truth = server.truth();
+    let truth = common::measured_truth(&server);
     assert_eq!(truth.len(), 1);
     assert_eq!(truth[0].prompt_tokens, 8176);
     assert_eq!(truth[0].output_tokens, 16);
@@ -189,7 +189,10 @@ async fn silent_truncation_is_flagged_and_its_onset_named() {
         assert!(!s.valid);
     }
     // The simulator's truth agrees on what it kept.
-    let kept: Vec<u64> = server.truth().iter().map(|t| t.prompt_tokens).collect();
+    let kept: Vec<u64> = common::measured_truth(&server)
+        .iter()
+        .map(|t| t.prompt_tokens)
+        .collect();
     assert_eq!(kept, vec![2048, 4080, 4080]);
     let note = r
         .summary

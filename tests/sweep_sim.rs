@@ -151,7 +151,12 @@ async fn warm_up_is_excluded_and_rtt_recorded() {
     let server = sim(&[]).await;
     let r = flags("1k,2k", 1, 16).warm_up().run(&server.url()).await;
     assert_eq!(r.samples.len(), 2);
-    let generations = server.truth().len();
+    // The sweep's pre-measurement probes (API prefix, transport) are 64-token prompts.
+    let generations = server
+        .truth()
+        .iter()
+        .filter(|t| t.prompt_tokens > ctxbench::sweep::allowance::PROBE_TOKENS)
+        .count();
     assert_eq!(generations, 3, "one warm-up plus two samples");
     let rtt = r.run.config.rtt_s.expect("rtt measured");
     assert!(rtt > 0.0 && rtt < 0.1, "{rtt}");

@@ -1,6 +1,7 @@
 //! Identifying a server from its endpoints, with GETs only (no side effects), and reading
 //! its limits and capabilities.
 
+use super::RequestError;
 use super::flush::Flusher;
 use super::http::Http;
 use serde::Serialize;
@@ -118,7 +119,15 @@ fn u64_at(v: &Value, pointer: &str) -> Option<u64> {
 
 /// Probe the server; fails only when nothing answers at all.
 pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
-    let models = get(http, "/v1/models").await;
+    let models = match http.get_json("/v1/models", PROBE_TIMEOUT).await {
+        Ok(v) => v.filter(Value::is_object),
+        Err(e) => {
+            if let Some(why) = unreachable_or_refused(&e) {
+                anyhow::bail!(why);
+            }
+            None
+        }
+    };
     let mut info = if let Some(si) = match get(http, "/server_info").await {
         Some(v) => Some(v),
         None => get(http, "/get_server_info").await,
@@ -169,9 +178,8 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
         i
     } else {
         anyhow::bail!(
-            "{} answers none of /v1/models, /server_info, /props, /info, /api/version: \
-             is this an LLM server? (check --url)",
-            http.base()
+            "it answers none of /v1/models, /server_info, /props, /info, /api/version: \
+             is this an LLM server? (check --url)"
         );
     };
     if let Some(m) = &models {
@@ -198,6 +206,28 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
     }
     info.rtt_s = rtt(http).await;
     Ok(info)
+}
+
+/// A first call that says why nothing else will work: no server at the address, or one that
+/// refuses our credentials. Each carries the underlying error once and one hint.
+fn unreachable_or_refused(e: &RequestError) -> Option<String> {
+    match e {
+        RequestError::Connect(m) => Some(format!(
+            "nothing answers: {m} (is the server running at that address? check --url)"
+        )),
+        RequestError::Timeout(s) => Some(format!(
+            "no answer within {s:.0} s (is the server running at that address? check --url)"
+        )),
+        RequestError::Http {
+            status: status @ (401 | 403),
+            message,
+        } => Some(format!(
+            "the server refused the request with HTTP {status}: {message} (it wants an API key: \
+             pass the name of the environment variable holding it with --api-key-env, or set \
+             OPENAI_API_KEY)"
+        )),
+        _ => None,
+    }
 }
 
 fn looks_like_sglang(v: &Value) -> bool {

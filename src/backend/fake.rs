@@ -11,7 +11,7 @@ use std::time::Duration;
 /// One request the fake received, as the script sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
-    /// 0-based, in order of arrival (warm-up included).
+    /// 0-based, in order of arrival (pre-sweep probes and warm-up included).
     pub index: usize,
     /// Prompt length: token ids, or words of a text prompt.
     pub prompt_tokens: u64,
@@ -50,9 +50,11 @@ impl Reply {
 
 type Script = dyn Fn(&Call) -> Result<Reply, RequestError> + Send + Sync;
 
-/// The fake server. Every call is recorded (see [`FakeBackend::log`]).
+/// The fake server. Every call is recorded (see [`FakeBackend::log`]); a clone shares the
+/// script and the log.
+#[derive(Clone)]
 pub struct FakeBackend {
-    script: Box<Script>,
+    script: Arc<Script>,
     /// What `flush` answers.
     pub flush: Result<Flush, RequestError>,
     calls: CallLog,
@@ -75,7 +77,7 @@ impl FakeBackend {
         script: impl Fn(&Call) -> Result<Reply, RequestError> + Send + Sync + 'static,
     ) -> Self {
         FakeBackend {
-            script: Box::new(script),
+            script: Arc::new(script),
             flush: Ok(Flush::Done),
             calls: CallLog::default(),
         }
@@ -94,6 +96,7 @@ impl FakeBackend {
         info.model = Some("fake".into());
         info.reports_cached_tokens = Some(reports_cached_tokens);
         Ok(Connected {
+            fresh: Box::new(self.clone()),
             backend: Box::new(self),
             info,
             http: super::http::Http::new(url, None)?,
@@ -141,7 +144,8 @@ fn complete(r: Reply, call: &Call) -> Result<Completion, RequestError> {
         text: r.text,
         counts_from_server: true,
         flags: Vec::new(),
-        local_addr: None,
+        new_connection: None,
+        connect_s: None,
     })
 }
 

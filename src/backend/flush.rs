@@ -41,8 +41,13 @@ impl Flusher {
             Flusher::SglangFlushCache => retry_busy(http, "/flush_cache").await,
             Flusher::VllmResetPrefixCache => retry_busy(http, "/reset_prefix_cache").await,
             Flusher::LlamacppEraseSlots { slots } => {
+                // Every slot must be erased for the cache to be empty: one slot that cannot
+                // (501 without `--slot-save-path`) means the flush did not happen.
                 for id in 0..*slots {
-                    retry_busy(http, &format!("/slots/{id}?action=erase")).await?;
+                    let done = retry_busy(http, &format!("/slots/{id}?action=erase")).await?;
+                    if done != Flush::Done {
+                        return Ok(done);
+                    }
                 }
                 Ok(Flush::Done)
             }

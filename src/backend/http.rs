@@ -3,9 +3,11 @@
 //! the moment they arrive.
 
 use super::RequestError;
+use super::conn::{ConnLog, ConnUse, TrackLayer};
 use super::sse::{SseItem, SseParser};
 use futures::StreamExt;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -20,6 +22,8 @@ pub struct Http {
     api_key: Option<String>,
     /// The URL's password, when it has one long enough to redact safely.
     url_password: Option<String>,
+    /// Connections the client made, for per-request new/reused and connect time.
+    conns: Arc<ConnLog>,
 }
 
 /// Longest error body kept, in bytes.
@@ -27,13 +31,28 @@ const ERROR_BODY_MAX: usize = 2048;
 
 impl Http {
     pub fn new(base_url: &str, api_key: Option<String>) -> anyhow::Result<Self> {
+        Self::with_pool(base_url, api_key, true)
+    }
+
+    /// `keep_alive: false` opens a fresh connection for every request (`--fresh-connection`):
+    /// slower by one connect, but immune to transport delays on reused connections.
+    pub fn with_pool(
+        base_url: &str,
+        api_key: Option<String>,
+        keep_alive: bool,
+    ) -> anyhow::Result<Self> {
         install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let conns = Arc::new(ConnLog::default());
+        let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Below the usual 5 s server keep-alive, so idle connections are dropped by us first.
             .pool_idle_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
-            .build()?;
+            .connector_layer(TrackLayer(Arc::clone(&conns)));
+        if !keep_alive {
+            builder = builder.pool_max_idle_per_host(0);
+        }
+        let client = builder.build()?;
         let base = base_url.trim_end_matches('/').to_string();
         let url_password = reqwest::Url::parse(&base)
             .ok()
@@ -45,6 +64,7 @@ impl Http {
             raw_base: base,
             api_key: api_key.filter(|k| !k.is_empty()),
             url_password,
+            conns,
         })
     }
 
@@ -85,6 +105,8 @@ impl Http {
                 message: r(message),
             },
             RequestError::ServerEvent(m) => RequestError::ServerEvent(r(m)),
+            RequestError::NotStreamed(m) => RequestError::NotStreamed(r(m)),
+            RequestError::Prompt(m) => RequestError::Prompt(r(m)),
             e @ (RequestError::Timeout(_) | RequestError::Incomplete) => e,
         }
     }
@@ -166,11 +188,8 @@ impl Http {
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
-        let bytes = serde_json::to_vec(body).map_err(|e| RequestError::Http {
-            status: 0,
-            message: format!("serialising the request: {e}"),
-        })?;
-        self.post_sse_parts(path, vec![bytes::Bytes::from(bytes)], deadline, on_item)
+        let payload = Self::payload(body)?;
+        self.post_sse_parts(path, vec![payload], deadline, on_item)
             .await
     }
 
@@ -187,11 +206,7 @@ impl Http {
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
         let work = async {
-            let (sent, resp) = self.post_streaming_parts(path, parts.clone()).await?;
-            let local_addr = resp
-                .extensions()
-                .get::<hyper_util::client::legacy::connect::HttpInfo>()
-                .map(|i| i.local_addr());
+            let (sent, conn, resp) = self.post_streaming(path, &parts).await?;
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
             while let Some(chunk) = stream.next().await {
@@ -208,7 +223,7 @@ impl Http {
                         return Ok(SseEnd {
                             complete: true,
                             elapsed: sent.elapsed(),
-                            local_addr,
+                            conn,
                         });
                     }
                 }
@@ -216,7 +231,7 @@ impl Http {
             Ok(SseEnd {
                 complete: false,
                 elapsed: sent.elapsed(),
-                local_addr,
+                conn,
             })
         };
         tokio::time::timeout(deadline, work)
@@ -228,34 +243,20 @@ impl Http {
     pub(crate) async fn post_streaming(
         &self,
         path: &str,
-        body: &Value,
-    ) -> Result<(Instant, reqwest::Response), RequestError> {
-        let bytes = serde_json::to_vec(body).map_err(|e| RequestError::Http {
-            status: 0,
-            message: format!("serialising the request: {e}"),
-        })?;
-        self.post_streaming_parts(path, vec![bytes::Bytes::from(bytes)])
-            .await
-    }
-
-    /// `post_streaming` with the JSON body as chunks sent one after another (a large prompt
-    /// shared by many requests is never copied per request).
-    pub(crate) async fn post_streaming_parts(
-        &self,
-        path: &str,
-        parts: Vec<bytes::Bytes>,
-    ) -> Result<(Instant, reqwest::Response), RequestError> {
+        parts: &[bytes::Bytes],
+    ) -> Result<(Instant, ConnUse, reqwest::Response), RequestError> {
         let length: usize = parts.iter().map(|p| p.len()).sum();
         let body = || -> reqwest::Body {
-            if let [one] = parts.as_slice() {
+            if let [one] = parts {
                 reqwest::Body::from(one.clone())
             } else {
-                let chunks = parts.clone().into_iter().map(Ok::<_, std::io::Error>);
+                let chunks = parts.to_vec().into_iter().map(Ok::<_, std::io::Error>);
                 reqwest::Body::wrap_stream(futures::stream::iter(chunks))
             }
         };
         let mut retried = false;
-        let (sent, resp) = loop {
+        let (sent, conn, resp) = loop {
+            let mark = self.conns.mark();
             let sent = Instant::now();
             match self
                 .request(reqwest::Method::POST, path)
@@ -265,7 +266,13 @@ impl Http {
                 .send()
                 .await
             {
-                Ok(resp) => break (sent, resp),
+                Ok(resp) => {
+                    // TTFT's clock starts when the request is handed to a ready
+                    // connection: a new one's connect time is recorded, not counted.
+                    let conn = self.conns.since(mark);
+                    let handed = conn.ready_at.map_or(sent, |r| r.max(sent));
+                    break (handed, conn, resp);
+                }
                 // A pooled keep-alive connection the server closed just as it was reused:
                 // the request never reached it, so sending it once more is safe.
                 Err(e) if !retried && is_stale_connection(&e) => retried = true,
@@ -277,7 +284,18 @@ impl Http {
             let bytes = resp.bytes().await.unwrap_or_default();
             return Err(self.status_error(status.as_u16(), &bytes));
         }
-        Ok((sent, resp))
+        if let Some(kind) = whole_body_kind(resp.headers()) {
+            return Err(RequestError::NotStreamed(kind));
+        }
+        Ok((sent, conn, resp))
+    }
+
+    /// Serialise a request body before any clock starts: a long id list takes a while, and
+    /// that is the client's time, not the server's.
+    pub(crate) fn payload(body: &Value) -> Result<bytes::Bytes, RequestError> {
+        serde_json::to_vec(body)
+            .map(bytes::Bytes::from)
+            .map_err(|e| RequestError::Prompt(e.to_string()))
     }
 
     /// A body read that broke off, as a `RequestError` without the URL.
@@ -302,8 +320,8 @@ pub struct SseEnd {
     /// The final event was seen.
     pub complete: bool,
     pub elapsed: Duration,
-    /// The client end of the connection (a connection seen before was reused).
-    pub local_addr: Option<std::net::SocketAddr>,
+    /// The connection the request went out on.
+    pub conn: ConnUse,
 }
 
 /// The message inside a server's error body: `{"error":{"message"}}`, `{"message"}`,
@@ -346,6 +364,18 @@ pub fn mentions_context_limit(message: &str) -> bool {
     .any(|k| m.contains(k))
 }
 
+/// A response to a streamed request that is one whole document (`application/json`), not
+/// a stream: its content type, for the message.
+fn whole_body_kind(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    let ct = headers
+        .get(reqwest::header::CONTENT_TYPE)?
+        .to_str()
+        .ok()?
+        .to_ascii_lowercase();
+    let essence = ct.split(';').next().unwrap_or("").trim().to_string();
+    (essence == "application/json").then(|| "JSON".to_string())
+}
+
 fn is_stale_connection(e: &reqwest::Error) -> bool {
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
@@ -362,7 +392,11 @@ fn without_url(e: &reqwest::Error) -> String {
     let mut parts = Vec::new();
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(e);
     while let Some(s) = source {
-        parts.push(s.to_string());
+        // Layers often repeat their cause in their own text: keep each cause once.
+        let text = s.to_string();
+        if !parts.iter().any(|p: &String| p.contains(&text)) {
+            parts.push(text);
+        }
         source = s.source();
     }
     let kind = if e.is_timeout() {

@@ -54,6 +54,10 @@ impl Backend for LlamaCpp {
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
         super::tokenize::llamacpp_style(&self.http, text).await
     }
+
+    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
+        super::instance::llamacpp(&self.http).await
+    }
 }
 
 #[derive(Default)]

@@ -1,9 +1,11 @@
 //! One module per server API behind one trait; the sweep never sees wire formats.
 
+pub mod conn;
 pub mod detect;
 pub mod fake;
 pub mod flush;
 pub mod http;
+pub mod instance;
 pub mod llamacpp;
 pub mod ndjson;
 pub mod ollama;
@@ -67,8 +69,10 @@ pub struct Completion {
     pub counts_from_server: bool,
     /// Sample flags the backend saw on the wire (`record::flag`, e.g. `model_reload`).
     pub flags: Vec<crate::record::Flag>,
-    /// The client end of the connection it went over, when the HTTP client says.
-    pub local_addr: Option<std::net::SocketAddr>,
+    /// Whether the request opened a new connection (else reused a pooled one).
+    pub new_connection: Option<bool>,
+    /// Connect time of that new connection, seconds.
+    pub connect_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -89,6 +93,16 @@ pub enum RequestError {
     Malformed { offset: u64, message: String },
     #[error("server error event: {0}")]
     ServerEvent(String),
+    /// The server answered a streamed request with one whole body.
+    #[error(
+        "the server ignored `stream: true` and answered one {0} body: it cannot be measured \
+         event by event (TTFT needs a stream); check the server's streaming support or a proxy \
+         that buffers responses"
+    )]
+    NotStreamed(String),
+    /// The prompt could not be built (tokenizer call failed, …): nothing was sent.
+    #[error("building the prompt: {0}")]
+    Prompt(String),
 }
 
 impl RequestError {
@@ -104,6 +118,8 @@ impl RequestError {
             RequestError::Incomplete => "incomplete",
             RequestError::Malformed { .. } => "malformed",
             RequestError::ServerEvent(_) => "server_error_event",
+            RequestError::NotStreamed(_) => "not_streamed",
+            RequestError::Prompt(_) => "prompt",
         }
     }
 }
@@ -131,6 +147,10 @@ pub trait Backend: Send + Sync {
     /// included, no template added), so text prompts can be cut to an exact length.
     fn exact_text_lengths(&self) -> bool {
         false
+    }
+    /// What tells this run of the server from the next, where it exposes something.
+    async fn instance_marker(&self) -> Option<instance::InstanceMarker> {
+        None
     }
 }
 
@@ -164,7 +184,8 @@ pub(crate) async fn stream_completion<F: StreamFold>(
         .post_sse_parts(path, parts, deadline, |at, item| fold.on_item(at, item))
         .await?;
     let mut c = fold.finish(end.complete, end.elapsed)?;
-    c.local_addr = end.local_addr;
+    c.new_connection = Some(end.conn.new);
+    c.connect_s = end.conn.connect.map(|d| d.as_secs_f64());
     Ok(c)
 }
 
@@ -189,7 +210,8 @@ pub(crate) fn event_json(item: &sse::SseItem) -> Result<EventJson, RequestError>
         offset: ev.offset,
         message: format!("not JSON: {e}"),
     })?;
-    if let Some(err) = v.get("error") {
+    // `"error": null` is a field some servers always send: only a value is an error.
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(RequestError::ServerEvent(event_error_message(err)));
     }
     Ok(EventJson::Data(v))
@@ -217,6 +239,9 @@ pub fn event_error_message(err: &Value) -> String {
 /// A backend ready to measure, and what probing found.
 pub struct Connected {
     pub backend: Box<dyn Backend>,
+    /// The same backend on a client that opens a fresh connection per request
+    /// (`--fresh-connection`, and the transport check's reference).
+    pub fresh: Box<dyn Backend>,
     pub info: detect::ServerInfo,
     pub http: http::Http,
     pub model: String,
@@ -244,10 +269,11 @@ pub async fn connect(
             parsed.scheme()
         );
     }
+    let http_key = api_key.clone();
     let http = http::Http::new(url, api_key)?;
     let mut info = detect::probe(&http).await.map_err(|e| {
         anyhow::anyhow!(
-            "cannot probe {}: {} (is the server running? check --url)",
+            "cannot probe {}: {}",
             http::strip_credentials(url),
             http.redact(&format!("{e:#}"))
         )
@@ -278,45 +304,51 @@ pub async fn connect(
     let model = model
         .or_else(|| info.model.clone())
         .unwrap_or_else(|| "default".to_string());
-    let backend: Box<dyn Backend> = match chosen {
-        A::Sglang => Box::new(sglang::Sglang {
-            http: http.clone(),
-            flusher: info.flusher.clone(),
-        }),
-        A::Llamacpp => Box::new(llamacpp::LlamaCpp {
-            http: http.clone(),
-            flusher: info.flusher.clone(),
-        }),
-        A::Tgi => Box::new(tgi::Tgi::new(http.clone(), &info)),
-        A::Ollama => {
-            // The limit of the model measured, which --model may have chosen.
-            if let Some((n, source)) = ollama::model_limit(&http, &model).await {
-                info.context_length = Some(n);
-                info.context_source = Some(source);
-            }
-            Box::new(ollama::Ollama::new(
+    if chosen == A::Ollama {
+        // The limit of the model measured, which --model may have chosen.
+        if let Some((n, source)) = ollama::model_limit(&http, &model).await {
+            info.context_length = Some(n);
+            info.context_source = Some(source);
+        }
+    }
+    let fresh_http = http::Http::with_pool(url, http_key, false)?;
+    let make = |http: &http::Http| -> Box<dyn Backend> {
+        match chosen {
+            A::Sglang => Box::new(sglang::Sglang {
+                http: http.clone(),
+                flusher: info.flusher.clone(),
+            }),
+            A::Llamacpp => Box::new(llamacpp::LlamaCpp {
+                http: http.clone(),
+                flusher: info.flusher.clone(),
+            }),
+            A::Tgi => Box::new(tgi::Tgi::new(http.clone(), &info)),
+            A::Ollama => Box::new(ollama::Ollama::new(
                 http.clone(),
                 model.clone(),
                 info.context_length,
                 ollama::NumCtx::Cover,
-            ))
+            )),
+            _ => Box::new(openai::OpenAi {
+                http: http.clone(),
+                flusher: info.flusher.clone(),
+                model: model.clone(),
+                endpoint,
+                api: if chosen == A::Vllm { "vllm" } else { "openai" },
+                tokenize_route: match info.kind {
+                    K::Llamacpp => openai::TokenizeRoute::LlamacppStyle,
+                    K::Sglang | K::Vllm if info.tokenize => openai::TokenizeRoute::VllmStyle,
+                    K::Openai if info.tokenize => openai::TokenizeRoute::VllmStyle,
+                    _ => openai::TokenizeRoute::None,
+                },
+            }),
         }
-        _ => Box::new(openai::OpenAi {
-            http: http.clone(),
-            flusher: info.flusher.clone(),
-            model: model.clone(),
-            endpoint,
-            api: if chosen == A::Vllm { "vllm" } else { "openai" },
-            tokenize_route: match info.kind {
-                K::Llamacpp => openai::TokenizeRoute::LlamacppStyle,
-                K::Sglang | K::Vllm if info.tokenize => openai::TokenizeRoute::VllmStyle,
-                K::Openai if info.tokenize => openai::TokenizeRoute::VllmStyle,
-                _ => openai::TokenizeRoute::None,
-            },
-        }),
     };
+    let backend = make(&http);
+    let fresh = make(&fresh_http);
     Ok(Connected {
         backend,
+        fresh,
         info,
         http,
         model,

@@ -276,8 +276,9 @@ async fn ndjson_completion(
     body: &Value,
     deadline: Duration,
 ) -> Result<Completion, RequestError> {
+    let payload = Http::payload(body)?;
     let work = async {
-        let (sent, resp) = http.post_streaming(path, body).await?;
+        let (sent, conn, resp) = http.post_streaming(path, &[payload]).await?;
         let mut fold = Pieces::default();
         let mut parser = NdjsonParser::new();
         let mut stream = resp.bytes_stream();
@@ -300,7 +301,10 @@ async fn ndjson_completion(
                 .on_value(sent.elapsed(), offset, &v)
                 .map_err(|e| http.redact_error(e))?;
         }
-        fold.finish(complete, sent.elapsed())
+        let mut c = fold.finish(complete, sent.elapsed())?;
+        c.new_connection = Some(conn.new);
+        c.connect_s = conn.connect.map(|d| d.as_secs_f64());
+        Ok(c)
     };
     tokio::time::timeout(deadline, work)
         .await

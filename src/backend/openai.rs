@@ -78,10 +78,9 @@ impl Backend for OpenAi {
                 "/v1/chat/completions"
             }
             (Endpoint::Chat, Prompt::Ids(_) | Prompt::Shared(_)) => {
-                return Err(RequestError::Http {
-                    status: 0,
-                    message: "the chat route takes text prompts only".into(),
-                });
+                return Err(RequestError::Prompt(
+                    "the chat route takes text prompts only".into(),
+                ));
             }
         };
         super::stream_completion(
@@ -105,6 +104,14 @@ impl Backend for OpenAi {
             TokenizeRoute::VllmStyle => super::tokenize::vllm_style(&self.http, text).await,
             TokenizeRoute::LlamacppStyle => super::tokenize::llamacpp_style(&self.http, text).await,
         }
+    }
+
+    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
+        super::instance::openai(
+            &self.http,
+            self.tokenize_route == TokenizeRoute::LlamacppStyle,
+        )
+        .await
     }
 }
 

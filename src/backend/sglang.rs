@@ -62,6 +62,10 @@ impl Backend for Sglang {
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
         super::tokenize::vllm_style(&self.http, text).await
     }
+
+    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
+        super::instance::sglang(&self.http).await
+    }
 }
 
 /// Folds SGLang's cumulative events into per-event token counts.
@@ -71,6 +75,8 @@ struct Cumulative {
     tokens_so_far: u64,
     text_len: usize,
     finished: bool,
+    /// Bytes of text copied so far (linear in the answer's length).
+    copied: usize,
 }
 
 impl StreamFold for Cumulative {
@@ -97,9 +103,21 @@ impl StreamFold for Cumulative {
         if tokens > 0 || text.len() > self.text_len {
             self.out.events.push(StreamEvent { at, tokens });
         }
-        if text.len() >= self.text_len {
+        // The text is cumulative: append only what is new, or a long answer costs
+        // quadratic copying.
+        if text.len() > self.text_len {
+            match text.get(self.text_len..) {
+                Some(new) => {
+                    self.out.text.push_str(new);
+                    self.copied += new.len();
+                }
+                // Not on a character boundary of the old length: take the whole, as sent.
+                None => {
+                    self.out.text = text.to_string();
+                    self.copied += text.len();
+                }
+            }
             self.text_len = text.len();
-            self.out.text = text.to_string();
         }
         let as_u64 = |k: &str| meta.get(k).and_then(Value::as_u64);
         self.out.prompt_tokens = as_u64("prompt_tokens").or(self.out.prompt_tokens);
@@ -164,6 +182,28 @@ mod tests {
         assert_eq!(out.prompt_tokens, Some(100));
         assert_eq!(out.finish_reason.as_deref(), Some("length"));
         assert_eq!(out.server_timings.unwrap()["e2e_latency"], 0.5);
+    }
+
+    #[test]
+    fn cumulative_text_is_appended_not_copied_whole() {
+        let mut c = Cumulative::default();
+        let mut text = String::new();
+        for i in 0..2000u64 {
+            text.push_str(" word");
+            let fin = if i == 1999 {
+                r#"{"type":"length"}"#
+            } else {
+                "null"
+            };
+            let e = format!(
+                r#"{{"text":"{text}","meta_info":{{"prompt_tokens":5,"completion_tokens":{},"finish_reason":{fin}}}}}"#,
+                i + 1
+            );
+            c.on_item(Duration::from_millis(i), &ev(&e)).unwrap();
+        }
+        assert_eq!(c.copied, text.len(), "each byte copied once");
+        let out = c.finish(true, Duration::from_secs(3)).unwrap();
+        assert_eq!(out.text, text);
     }
 
     #[test]

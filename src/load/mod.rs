@@ -210,7 +210,6 @@ struct Ctx {
     http: Http,
     collector: Collector,
     heads: Arc<Heads>,
-    connections: Arc<Mutex<std::collections::HashSet<std::net::SocketAddr>>>,
     plan: LoadPlan,
     metrics: bool,
     deadline: Duration,
@@ -265,6 +264,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             api: conn.backend.api().to_string(),
             model: Some(conn.model.clone()),
             server_info: serde_json::to_value(&info)?,
+            checks: Default::default(),
         },
         config: RunConfig {
             lengths: lengths.clone(),
@@ -295,7 +295,6 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         http: conn.http.clone(),
         collector: Collector::new(writer),
         heads,
-        connections: Arc::default(),
         plan: lplan.clone(),
         metrics,
         deadline: Duration::from_secs_f64(args.timeout),
@@ -573,7 +572,6 @@ async fn run_cell(
     });
     let shot = Arc::new(Shot {
         backend: ctx.backend.clone(),
-        connections: ctx.connections.clone(),
         tail: tail.clone(),
         output_tokens: ctx.plan.output_tokens,
         deadline: ctx.deadline,

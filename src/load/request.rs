@@ -10,10 +10,6 @@ use std::time::Duration;
 /// Everything a cell's requests share.
 pub struct Shot {
     pub backend: std::sync::Arc<dyn Backend>,
-    /// Client ends of the connections seen so far in the run: a request over one of them
-    /// reused a kept-alive connection.
-    pub connections:
-        std::sync::Arc<std::sync::Mutex<std::collections::HashSet<std::net::SocketAddr>>>,
     pub tail: SharedTail,
     pub output_tokens: u64,
     pub deadline: Duration,
@@ -32,13 +28,7 @@ impl Shot {
         };
         let result = self.backend.generate(&req).await;
         let ended = slot.start.elapsed().as_secs_f64();
-        let reused = result.as_ref().ok().and_then(|c| c.local_addr).map(|a| {
-            let mut seen = self.connections.lock().unwrap_or_else(|p| p.into_inner());
-            !seen.insert(a)
-        });
-        let mut r = record(self.cell, slot, ended, result);
-        r.conn_reused = reused;
-        r
+        record(self.cell, slot, ended, result)
     }
 }
 
@@ -97,6 +87,7 @@ pub fn record(
             r.cached_tokens = c.cached_tokens;
             r.output_tokens = out;
             r.server_timings = c.server_timings;
+            r.conn_reused = c.new_connection.map(|new| !new);
         }
     }
     r

@@ -72,6 +72,18 @@ pub struct SimCostArgs {
     /// without `--enable-cache-report`); `meta_info.cached_tokens` stays.
     #[arg(long = "no-cache-report")]
     pub no_cache_report: bool,
+    /// `/tokenize` answers HTTP 500 (`unordered_map::at`) for text holding any word outside
+    /// the vocabulary, like a llama-server whose vocabulary has no piece for some characters.
+    #[arg(long = "tokenize-strict")]
+    pub tokenize_strict: bool,
+    /// Leave Nagle's algorithm on for accepted connections (do not set TCP_NODELAY), like a
+    /// server whose operator never set it: small writes wait for the client's delayed ACK.
+    #[arg(long)]
+    pub nagle: bool,
+    /// Ignore `stream_options.continuous_usage_stats`: no per-event usage (like servers that
+    /// only send the final usage chunk).
+    #[arg(long = "no-continuous-usage")]
+    pub no_continuous_usage: bool,
     /// Speculative decoding: each decode step emits 1..=K tokens in one event.
     #[arg(long, default_value_t = 1)]
     pub spec: u32,

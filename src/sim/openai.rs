@@ -186,7 +186,8 @@ async fn serve(state: &Arc<SimState>, call: Call) -> Response {
         created: unix_now_s(),
         model: served.clone(),
         include_usage: call.options.include_usage.unwrap_or(false),
-        continuous_usage: call.options.continuous_usage_stats.unwrap_or(false),
+        continuous_usage: call.options.continuous_usage_stats.unwrap_or(false)
+            && !state.config.cost.no_continuous_usage,
         report_cache: !state.config.cost.no_cache_report,
         last_usage: Value::Null,
     };

@@ -31,9 +31,10 @@ impl SimServer {
             .await
             .with_context(|| format!("cannot listen on {host}:{port}; pick another --port"))?;
         let addr = listener.local_addr()?;
-        // Events are small writes that must leave at once.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
+        // Events are small writes that must leave at once (unless `--nagle` asks otherwise).
+        let nodelay = !state.config.cost.nagle;
+        let listener = listener.tap_io(move |tcp| {
+            let _ = tcp.set_nodelay(nodelay);
         });
         let app = router(Arc::clone(&state));
         let task = tokio::spawn(async move {
@@ -95,12 +96,17 @@ impl SimServer {
             _ => persona.to_string(),
         };
         format!(
-            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}",
+            "persona {persona}, model {}, context {} tokens{}, cache {cache}, spec {}, max-running {}, {faults}{}",
             self.state.config.model_name,
             args.context_length,
             if args.truncate { " (truncating)" } else { "" },
             args.spec,
             args.max_running,
+            if args.nagle {
+                ", Nagle on (no TCP_NODELAY)"
+            } else {
+                ""
+            },
         )
     }
 

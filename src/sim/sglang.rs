@@ -199,6 +199,21 @@ pub async fn tokenize_route(State(state): State<Arc<SimState>>, body: Bytes) -> 
         Ok(req) => req,
         Err(e) => return e.into_response(),
     };
+    // `--tokenize-strict`: like a llama-server whose vocabulary lacks a piece, a word that
+    // needs byte fallback fails the whole call.
+    if state.config.cost.tokenize_strict
+        && req
+            .prompt
+            .split_whitespace()
+            .any(|w| super::tokenizer::word_id(w).is_none())
+    {
+        return ApiError::new(
+            DIALECT,
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "unordered_map::at",
+        )
+        .into_response();
+    }
     let mut tokens = Vec::new();
     if req.add_special_tokens.unwrap_or(true) {
         tokens.push(BOS);

@@ -43,9 +43,20 @@ pub fn stream_sample(c: &Completion, e: &Expectation) -> Sample {
     let itls = inter_token_latencies(c);
     s.itl_p50_s = quantile(&itls, 0.5);
     s.itl_p99_s = quantile(&itls, 0.99);
+    if !c.events.is_empty() {
+        s.event_counts = Some(
+            if c.counts_from_server {
+                "server"
+            } else {
+                "derived"
+            }
+            .into(),
+        );
+    }
+    // A per-event figure only from the server's own per-event counts, never a guess.
     let event_tokens: u64 = c.events.iter().map(|e| e.tokens).sum();
-    s.tokens_per_event_mean =
-        (!c.events.is_empty()).then(|| event_tokens as f64 / c.events.len() as f64);
+    s.tokens_per_event_mean = (c.counts_from_server && !c.events.is_empty())
+        .then(|| event_tokens as f64 / c.events.len() as f64);
     finish_flags(s)
 }
 
@@ -90,6 +101,8 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
         method: method.name().to_string(),
         rep: e.rep,
         server_timings: c.server_timings.clone(),
+        new_connection: c.new_connection,
+        connect_s: c.connect_s,
         ..Sample::default()
     };
     for &f in &c.flags {
@@ -140,15 +153,48 @@ fn finish_flags(mut s: Sample) -> Sample {
     s
 }
 
-/// ITL: each gap between events, divided over the tokens the later event carries,
-/// counted once per token.
+/// Events that reached the client in one network read: they share a timestamp, so they
+/// are one arrival, whose tokens came together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arrival {
+    pub at: std::time::Duration,
+    pub tokens: f64,
+}
+
+/// The arrivals of a completion. Without the server's per-event counts, the tokens after
+/// the first arrival are the reported total spread evenly over the later arrivals.
+pub fn arrivals(c: &Completion) -> Vec<Arrival> {
+    let mut out: Vec<Arrival> = Vec::new();
+    for e in &c.events {
+        match out.last_mut() {
+            Some(a) if a.at == e.at => a.tokens += e.tokens as f64,
+            _ => out.push(Arrival {
+                at: e.at,
+                tokens: e.tokens as f64,
+            }),
+        }
+    }
+    if !c.counts_from_server && out.len() >= 2 {
+        let total = c
+            .completion_tokens
+            .unwrap_or_else(|| c.events.iter().map(|e| e.tokens).sum());
+        let later = total.saturating_sub(out[0].tokens as u64) as f64 / (out.len() - 1) as f64;
+        for a in &mut out[1..] {
+            a.tokens = later;
+        }
+    }
+    out
+}
+
+/// ITL: each gap between arrivals, divided over the tokens the later arrival carries,
+/// counted once per token (a fractional share counts as one value).
 pub fn inter_token_latencies(c: &Completion) -> Vec<f64> {
-    c.events
+    arrivals(c)
         .windows(2)
         .flat_map(|w| {
             let gap = (w[1].at - w[0].at).as_secs_f64();
-            let k = w[1].tokens.max(1);
-            std::iter::repeat_n(gap / k as f64, k as usize)
+            let k = w[1].tokens.max(1.0);
+            std::iter::repeat_n(gap / k, k.round().max(1.0) as usize)
         })
         .collect()
 }
@@ -203,6 +249,50 @@ mod tests {
         assert!((s.itl_p50_s.unwrap() - 0.01).abs() < 1e-12);
         assert!((s.tokens_per_event_mean.unwrap() - 2.5).abs() < 1e-12);
         assert!(s.valid, "{:?}", s.flags);
+    }
+
+    #[test]
+    fn events_of_one_read_are_one_arrival() {
+        // A proxy or Nagle batches three 1-token events per read, 30 ms apart: ITL is
+        // 10 ms, not 0 (two gaps of 0 per read would pull p50 to 0).
+        let c = completion(
+            &[
+                (100, 1),
+                (130, 1),
+                (130, 1),
+                (130, 1),
+                (160, 1),
+                (160, 1),
+                (160, 1),
+            ],
+            1000,
+            0,
+        );
+        let s = stream_sample(&c, &expect(1000, 7));
+        assert!(
+            (s.itl_p50_s.unwrap() - 0.01).abs() < 1e-12,
+            "{:?}",
+            s.itl_p50_s
+        );
+        assert_eq!(s.event_counts.as_deref(), Some("server"));
+    }
+
+    #[test]
+    fn without_per_event_counts_the_total_is_spread_and_no_per_event_figure_kept() {
+        // One event per step, each step 40 ms, 9 tokens in all: 8 after the first event,
+        // over 4 later arrivals, 2 each: ITL 20 ms.
+        let mut c = completion(&[(100, 1), (140, 1), (180, 1), (220, 1), (260, 1)], 1000, 0);
+        c.completion_tokens = Some(9);
+        c.counts_from_server = false;
+        let s = stream_sample(&c, &expect(1000, 9));
+        assert!(
+            (s.itl_p50_s.unwrap() - 0.02).abs() < 1e-12,
+            "{:?}",
+            s.itl_p50_s
+        );
+        assert_eq!(s.event_counts.as_deref(), Some("derived"));
+        assert_eq!(s.tokens_per_event_mean, None);
+        assert!((s.decode_tps.unwrap() - 8.0 / 0.16).abs() < 1e-9);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
+pub mod allowance;
 pub mod exact_text;
 pub mod measure;
 pub mod points;
 pub mod prompts;
 pub mod session;
 pub mod timeout;
+pub mod transport;
 pub mod writer;
 
 use crate::backend::{self, detect::ServerInfo, http::strip_credentials};
@@ -182,11 +184,56 @@ async fn run_connected(
              inferred from timing (a TTFT far below the trend is flagged cache_hit_inferred)"
         );
     }
-    let backend = conn.backend.as_ref();
+    let backend = if args.fresh_connection {
+        conn.fresh.as_ref()
+    } else {
+        conn.backend.as_ref()
+    };
     let ceiling = limit
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
     let prompts = prompts::PromptSource::prepare(backend, args.needle, ceiling).await?;
+    let page = info.page_size.unwrap_or(16).max(1);
+    let mut session = Session {
+        backend,
+        prompts,
+        nonce: NonceSource::from_entropy(),
+        cache_bust: args.cache_bust,
+        output_tokens: args.output_tokens,
+        cache_allowance_tokens: page,
+        reports_cached_tokens: info.reports_cached_tokens == Some(true),
+    };
+    let api_prefix = match allowance::measure_api_prefix(
+        &mut session,
+        plan.timeout.deadline(allowance::PROBE_TOKENS, 1),
+    )
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("warning: measuring the prefix the API adds failed: {e}");
+            None
+        }
+    };
+    session.cache_allowance_tokens = page + api_prefix.unwrap_or(0);
+    eprintln!("{}", allowance_line(api_prefix, page));
+    let transport = transport::check(
+        &mut session,
+        conn.fresh.as_ref(),
+        conn.backend.as_ref(),
+        url,
+        info.rtt_s,
+        plan.timeout.deadline(allowance::PROBE_TOKENS, 1),
+    )
+    .await;
+    eprintln!("{}", transport::describe(&transport));
+    if transport.delayed && args.fresh_connection {
+        eprintln!(
+            "  (this sweep opens a fresh connection per request: its samples are not delayed)"
+        );
+    }
+    // With a fresh connection per request no sample travels on a delayed connection.
+    let transport_delayed = transport.delayed && !args.fresh_connection;
     let run = RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -196,6 +243,10 @@ async fn run_connected(
             api: backend.api().to_string(),
             model: Some(conn.model.clone()),
             server_info: serde_json::to_value(&info)?,
+            checks: crate::record::TargetChecks {
+                api_prefix_tokens: api_prefix,
+                transport: Some(transport),
+            },
         },
         config: RunConfig {
             lengths: lengths.clone(),
@@ -211,7 +262,7 @@ async fn run_connected(
             },
             timeout: args.timeout.clone(),
             seed: args.seed,
-            prompt_mode: prompts.mode().name().to_string(),
+            prompt_mode: session.prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
             simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
         },
@@ -259,15 +310,6 @@ async fn run_connected(
         }
     }
 
-    let mut session = Session {
-        backend,
-        prompts,
-        nonce: NonceSource::from_entropy(),
-        cache_bust: args.cache_bust,
-        output_tokens: args.output_tokens,
-        cache_allowance_tokens: info.page_size.unwrap_or(16).max(1),
-        reports_cached_tokens: info.reports_cached_tokens == Some(true),
-    };
     for s in samples.iter().filter(|s| s.valid) {
         if let Some(t) = s.ttft_s {
             plan.timeout.observe(s.context_tokens, t, s.decode_tps);
@@ -280,7 +322,9 @@ async fn run_connected(
         }
     }
 
-    let mut marker = info.instance_marker.clone();
+    let mut marker = backend.instance_marker().await;
+    // A restart seen after a failed request: the next sample meets a cold server.
+    let mut restart_pending = false;
     let stop = Arc::new(AtomicBool::new(false));
     let listener = spawn_interrupt_listener(stop.clone());
     let bar = progress_bar(jobs.len() as u64);
@@ -312,8 +356,8 @@ async fn run_connected(
         // are flagged, and the sweep carries on against the new instance.
         let restarted = match &marker {
             Some(before) => {
-                let now = backend::detect::instance_marker(&conn.http).await;
-                let changed = now.as_ref().is_some_and(|m| m != before);
+                let now = backend.instance_marker().await;
+                let changed = now.as_ref().is_some_and(|m| m.restarted_since(before));
                 if changed {
                     bar.suspend(|| {
                         eprintln!(
@@ -322,6 +366,9 @@ async fn run_connected(
                             rep + 1
                         )
                     });
+                }
+                // A counter grows between readings: compare the next with the latest.
+                if now.is_some() {
                     marker = now;
                 }
                 changed
@@ -330,14 +377,18 @@ async fn run_connected(
         };
         match outcome {
             Outcome::Sample(mut s) => {
-                if restarted {
+                let after_failed = std::mem::take(&mut restart_pending);
+                if restarted || after_failed {
                     s.push_flag(crate::record::flag::SERVER_RESTARTED);
                 }
-                if !session.reports_cached_tokens {
-                    let smaller = median_ttft(&samples, |p| p < n, &s.method);
-                    let same = median_ttft(&samples, |p| p == n, &s.method);
-                    session::infer_cache_hit(&mut s, smaller, same);
+                if transport_delayed && s.new_connection == Some(false) {
+                    s.push_flag(crate::record::flag::TRANSPORT_DELAY);
                 }
+                // Per sample, not per server: a sample that came back without a cached-token
+                // count is checked by timing even when the server says it reports counts.
+                let smaller = median_ttft(&samples, |p| p < n, &s.method);
+                let same = median_ttft(&samples, |p| p == n, &s.method);
+                session::infer_cache_hit(&mut s, smaller, same);
                 if s.valid
                     && let Some(t) = s.ttft_s
                 {
@@ -347,6 +398,7 @@ async fn run_connected(
                 samples.push(*s);
             }
             Outcome::Error(e) => {
+                restart_pending |= restarted;
                 bar.suspend(|| {
                     eprintln!(
                         "  {} rep {}: {} ({})",
@@ -376,7 +428,25 @@ async fn run_connected(
     }
     bar.finish_and_clear();
     listener.abort();
-    let summary = crate::summary::summarize_with_fit(&samples, &errors);
+    let mut summary = crate::summary::summarize_with_fit(&samples, &errors);
+    if transport_delayed {
+        summary
+            .notes
+            .push(format!("transport delay found: {}", transport::CURE));
+    } else if args.fresh_connection
+        && run
+            .target
+            .checks
+            .transport
+            .as_ref()
+            .is_some_and(|t| t.delayed)
+    {
+        summary.notes.push(
+            "transport delay found on reused connections (the server does not set \
+             TCP_NODELAY): measured with a fresh connection per request, so no sample holds it"
+                .into(),
+        );
+    }
     writer.append(&Record::Summary(summary.clone()))?;
     writer.sync()?;
     for note in &summary.notes {
@@ -433,6 +503,20 @@ fn describe_target(info: &ServerInfo, model: &str, lengths: &[u64], reps: u32) -
             .unwrap_or_else(|| "n/a".into()),
         ls.join(",")
     )
+}
+
+fn allowance_line(api_prefix: Option<u64>, page: u64) -> String {
+    match api_prefix {
+        Some(p) => format!(
+            "cache check: the API adds {p} shared tokens ahead of every prompt (template, BOS; \
+             measured with probes whose nonces differ); cached counts up to {p} + one page \
+             ({page}) are tolerated"
+        ),
+        None => format!(
+            "cache check: the server gave no cached-token count to measure the API's own prefix \
+             with; cached counts up to one page ({page}) are tolerated"
+        ),
+    }
 }
 
 fn point_line(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> String {

@@ -15,6 +15,8 @@ const CALIBRATION_DEADLINE: Duration = Duration::from_secs(300);
 pub enum PromptSource {
     Ids {
         vocab: IdVocabulary,
+        /// The ids came from tokenizing the filler word by word (the whole text failed).
+        by_word: bool,
         /// Tokenized needle sentences, by expected answer.
         needles: HashMap<String, Vec<u32>>,
     },
@@ -45,13 +47,49 @@ impl PromptSource {
         ceiling: Option<u64>,
     ) -> anyhow::Result<Self> {
         if backend.takes_token_ids() {
-            let filler = backend.tokenize(FILLER).await?;
-            let question = backend.tokenize(NEEDLE_QUESTION).await?;
+            let (filler, by_word) = match backend.tokenize(FILLER).await {
+                Ok(f) => (f, false),
+                Err(e) => {
+                    let ids = ids_word_by_word(backend).await;
+                    eprintln!(
+                        "note: the server's tokenizer failed on the filler text ({e}); {}",
+                        if ids.is_some() {
+                            "using the ids of the filler words it tokenized one at a time \
+                             (ordinary ids its own tokenizer produced): lengths stay exact"
+                        } else {
+                            "no word tokenized alone either: sizing text prompts by calibration"
+                        }
+                    );
+                    (ids, true)
+                }
+            };
+            let question = match backend.tokenize(NEEDLE_QUESTION).await {
+                Ok(q) => q,
+                Err(e) if with_needle => anyhow::bail!(
+                    "--needle: needles are text the server must tokenize, and its tokenizer \
+                     failed ({e}); run without --needle to measure speed with ordinary ids"
+                ),
+                Err(_) => Some(Vec::new()),
+            };
+            if with_needle {
+                let probe = Needle {
+                    depth: 0.5,
+                    expected: "okapi".into(),
+                };
+                if let Err(e) = backend.tokenize(&probe.sentence()).await {
+                    anyhow::bail!(
+                        "--needle: needles are text the server must tokenize, and its tokenizer \
+                         failed on a needle sentence ({e}); run without --needle to measure \
+                         speed with ordinary ids"
+                    );
+                }
+            }
             if let (Some(f), Some(q)) = (filler, question)
                 && let Some(vocab) = IdVocabulary::new(f, q)
             {
                 return Ok(PromptSource::Ids {
                     vocab,
+                    by_word,
                     needles: HashMap::new(),
                 });
             }
@@ -69,7 +107,8 @@ impl PromptSource {
 
     pub fn mode(&self) -> PromptMode {
         match self {
-            PromptSource::Ids { .. } => PromptMode::TokenIds,
+            PromptSource::Ids { by_word: false, .. } => PromptMode::TokenIds,
+            PromptSource::Ids { by_word: true, .. } => PromptMode::TokenIdsByWord,
             PromptSource::Text { .. } => PromptMode::CalibratedText,
             PromptSource::Exact(_) => PromptMode::TokenizedText,
         }
@@ -83,7 +122,7 @@ impl PromptSource {
         needle: Option<&Needle>,
     ) -> anyhow::Result<Built> {
         match self {
-            PromptSource::Ids { vocab, needles } => {
+            PromptSource::Ids { vocab, needles, .. } => {
                 let fact = match needle {
                     Some(n) => {
                         if !needles.contains_key(&n.expected) {
@@ -119,6 +158,30 @@ impl PromptSource {
         }
     }
 }
+
+/// The filler's ids from its words tokenized one at a time, skipping words the tokenizer
+/// fails on; `None` when too few distinct ids come back to build prompts from.
+async fn ids_word_by_word(backend: &dyn Backend) -> Option<Vec<u32>> {
+    let mut cache: HashMap<&str, Option<Vec<u32>>> = HashMap::new();
+    let mut ids = Vec::new();
+    for word in FILLER.split_whitespace() {
+        if !cache.contains_key(word) {
+            // A leading space, as the word sits inside the text.
+            let got = backend.tokenize(&format!(" {word}")).await.ok().flatten();
+            cache.insert(word, got);
+        }
+        if let Some(Some(w)) = cache.get(word) {
+            ids.extend_from_slice(w);
+        }
+    }
+    let mut distinct = ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    (distinct.len() >= MIN_DISTINCT_IDS).then_some(ids)
+}
+
+/// Distinct ids needed to draw nonces from (as `IdVocabulary::new` asks).
+const MIN_DISTINCT_IDS: usize = 8;
 
 /// Two 1-token requests of different sizes give tokens ≈ overhead + per_word · words.
 async fn calibrate(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<TextCalibration> {

@@ -109,20 +109,14 @@ impl Session<'_> {
     ) -> Result<(Completion, Option<u64>, bool), RequestError> {
         let mut flush_failed = false;
         if self.cache_bust.uses_flush() {
-            flush_failed = !matches!(
-                self.backend.flush().await,
-                Ok(Flush::Done | Flush::NotOffered)
-            );
+            flush_failed = flush_failed_for(self.cache_bust, &self.backend.flush().await);
         }
         let nonce = self.cache_bust.uses_nonce().then_some(&mut self.nonce);
         let built = self
             .prompts
             .build(self.backend, n, nonce, needle)
             .await
-            .map_err(|e| RequestError::Http {
-                status: 0,
-                message: format!("building the prompt: {e:#}"),
-            })?;
+            .map_err(|e| RequestError::Prompt(format!("{e:#}")))?;
         let req = GenRequest {
             prompt: built.prompt,
             max_tokens,
@@ -140,10 +134,7 @@ impl Session<'_> {
             .prompts
             .build(self.backend, n, Some(&mut self.nonce), None)
             .await
-            .map_err(|e| RequestError::Http {
-                status: 0,
-                message: format!("building the prompt: {e:#}"),
-            })?;
+            .map_err(|e| RequestError::Prompt(format!("{e:#}")))?;
         let req = GenRequest {
             prompt: built.prompt,
             max_tokens: self.output_tokens.min(8),
@@ -152,6 +143,16 @@ impl Session<'_> {
             deadline,
         };
         self.backend.generate(&req).await.map(|_| ())
+    }
+}
+
+/// Whether a flush left the sample without its cache defence: an error always does; a
+/// server that offers no flush (or answered 501) does only when no nonce stands in.
+pub fn flush_failed_for(bust: CacheBust, flush: &Result<Flush, RequestError>) -> bool {
+    match flush {
+        Ok(Flush::Done) => false,
+        Ok(Flush::NotOffered) => !bust.uses_nonce(),
+        Err(_) => true,
     }
 }
 
@@ -170,5 +171,34 @@ pub fn infer_cache_hit(
     let below = |r: Option<f64>| r.is_some_and(|r| t < 0.5 * r);
     if below(smaller_point_ttft_s) || below(same_point_median_s) {
         s.push_flag(flag::CACHE_HIT_INFERRED);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_flush_fails_only_where_no_nonce_stands_in() {
+        let none = Ok(Flush::NotOffered);
+        assert!(flush_failed_for(CacheBust::Flush, &none));
+        assert!(!flush_failed_for(CacheBust::Auto, &none));
+        assert!(!flush_failed_for(CacheBust::Flush, &Ok(Flush::Done)));
+        let err = Err(RequestError::Http {
+            status: 500,
+            message: "x".into(),
+        });
+        assert!(flush_failed_for(CacheBust::Auto, &err));
+    }
+
+    #[test]
+    fn timing_checks_a_sample_without_a_count_whatever_the_server_claims() {
+        let mut s = Sample {
+            ttft_s: Some(0.001),
+            valid: true,
+            ..Sample::default()
+        };
+        infer_cache_hit(&mut s, None, Some(0.05));
+        assert!(!s.valid && s.flags.contains(&flag::CACHE_HIT_INFERRED));
     }
 }

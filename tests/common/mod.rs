@@ -107,12 +107,22 @@ impl SweepFlags {
 /// broken stream): far above the milliseconds it takes, so a loaded machine does not fail it.
 pub const POLL_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Truth is recorded as a stream ends: poll until the server has `n` records (at most
-/// [`POLL_LIMIT`]), then return them all, so the caller asserts the exact count.
+/// The simulator's truth for the requests a sweep measured (and its warm-up): without the
+/// sweep's pre-measurement probes (API prefix, transport), which are 64-token prompts.
+pub fn measured_truth(server: &SimServer) -> Vec<ctxbench::sim::RequestTruth> {
+    server
+        .truth()
+        .into_iter()
+        .filter(|t| t.prompt_tokens > ctxbench::sweep::allowance::PROBE_TOKENS)
+        .collect()
+}
+
+/// Truth is recorded as a stream ends: poll until the server has `n` measured records (at
+/// most [`POLL_LIMIT`]), then return them all, so the caller asserts the exact count.
 pub async fn truth_after(server: &SimServer, n: usize) -> Vec<ctxbench::sim::RequestTruth> {
     let until = tokio::time::Instant::now() + POLL_LIMIT;
     loop {
-        let truth = server.truth();
+        let truth = measured_truth(server);
         if truth.len() >= n || tokio::time::Instant::now() >= until {
             return truth;
         }

@@ -30,7 +30,10 @@ impl LimitHidingProxy {
         let _ = Http::new(upstream, None).unwrap();
         let up = Upstream {
             base: upstream.trim_end_matches('/').to_string(),
-            client: reqwest::Client::builder().build().unwrap(),
+            client: reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .build()
+                .unwrap(),
         };
         let app = Router::new()
             .fallback(forward)
@@ -38,6 +41,11 @@ impl LimitHidingProxy {
             .with_state(up);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        // Servers written for the tests set TCP_NODELAY: with Nagle on, the sweep rightly
+        // finds (and flags) the delayed-ACK transport delay.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });

@@ -50,6 +50,7 @@ pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
             api: "sglang".into(),
             model: Some(model.into()),
             server_info: serde_json::json!({"context_length": 131072}),
+            checks: Default::default(),
         },
         config: RunConfig {
             lengths: lengths.to_vec(),
@@ -88,6 +89,7 @@ pub fn sample(n: u64, rep: u32, ttft_s: f64, step_s: f64) -> Sample {
         flags: vec![],
         needle: None,
         server_timings: None,
+        ..Sample::default()
     }
 }
 

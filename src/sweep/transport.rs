@@ -1,0 +1,151 @@
+//! Transport delay that is not the server: a server that leaves Nagle's algorithm on holds
+//! each small write on a keep-alive connection until the client's delayed ACK (~40 ms on
+//! Linux). Found by comparing the first event of tiny requests over reused and fresh
+//! connections (a fresh connection ACKs at once), and the HTTP round trip with TCP connect.
+
+use super::allowance::PROBE_TOKENS;
+use super::session::Session;
+use crate::backend::{Backend, GenRequest};
+use crate::record::TransportCheck;
+use std::time::{Duration, Instant};
+
+/// Pairs of probe requests (fresh, reused).
+const ROUNDS: usize = 3;
+/// Excess that means a transport delay: half the 40 ms minimum delayed ACK of Linux (other
+/// systems wait longer), far above the scheduling noise of a median of three on loopback.
+pub const DELAY_MIN_S: f64 = 0.020;
+/// An HTTP round trip this many times the TCP connect time, and `DELAY_MIN_S` above it.
+const RTT_OVER_CONNECT: f64 = 10.0;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the cure is, for the header and the report.
+pub const CURE: &str = "the server holds small writes until the client's delayed ACK \
+(Nagle's algorithm is on: it does not set TCP_NODELAY), adding ~40 ms to TTFT and batching \
+events on reused connections; cure: the server's operator sets TCP_NODELAY on its sockets; \
+to measure the server without it now, rerun with --fresh-connection (a new connection per \
+request). Samples on reused connections are flagged transport_delay";
+
+pub async fn check(
+    s: &mut Session<'_>,
+    fresh: &dyn Backend,
+    keep_alive: &dyn Backend,
+    url: &str,
+    http_rtt_s: Option<f64>,
+    deadline: Duration,
+) -> TransportCheck {
+    let mut fresh_ttft = Vec::new();
+    let mut reused_ttft = Vec::new();
+    // A failed probe ends the check: against a failing server, probing on would only add
+    // a deadline per probe before the sweep.
+    'rounds: for _ in 0..ROUNDS {
+        for (backend, out, want_new) in [
+            (fresh, &mut fresh_ttft, true),
+            (keep_alive, &mut reused_ttft, false),
+        ] {
+            match probe_ttft(s, backend, deadline, want_new).await {
+                Probe::Ttft(t) => out.push(t),
+                Probe::OtherConnection => {}
+                Probe::Failed => break 'rounds,
+            }
+        }
+    }
+    let tcp_connect_s = tcp_connect_s(url).await;
+    let fresh_ttft_s = crate::stats::median(&fresh_ttft);
+    let reused_ttft_s = crate::stats::median(&reused_ttft);
+    // Every reused probe slower than every fresh one by the margin: a delayed ACK holds
+    // each reused request, while a scheduling hiccup on a loaded machine holds one.
+    let slowest_fresh = fresh_ttft.iter().copied().fold(f64::NAN, f64::max);
+    let fastest_reused = reused_ttft.iter().copied().fold(f64::NAN, f64::min);
+    let by_first_event = reused_ttft.len() == ROUNDS
+        && !fresh_ttft.is_empty()
+        && fastest_reused - slowest_fresh >= DELAY_MIN_S;
+    let by_round_trip = match (http_rtt_s, tcp_connect_s) {
+        (Some(rtt), Some(c)) => rtt - c >= DELAY_MIN_S && rtt >= RTT_OVER_CONNECT * c,
+        _ => false,
+    };
+    TransportCheck {
+        tcp_connect_s,
+        http_rtt_s,
+        fresh_ttft_s,
+        reused_ttft_s,
+        delayed: by_first_event || by_round_trip,
+        cure: (by_first_event || by_round_trip).then(|| CURE.to_string()),
+    }
+}
+
+enum Probe {
+    Ttft(f64),
+    /// It went out on the other kind of connection than wanted.
+    OtherConnection,
+    Failed,
+}
+
+/// TTFT of one tiny request, when it went out on the kind of connection wanted.
+async fn probe_ttft(
+    s: &mut Session<'_>,
+    backend: &dyn Backend,
+    deadline: Duration,
+    want_new: bool,
+) -> Probe {
+    let Ok(built) = s
+        .prompts
+        .build(backend, PROBE_TOKENS, Some(&mut s.nonce), None)
+        .await
+    else {
+        return Probe::Failed;
+    };
+    let Ok(c) = backend
+        .generate(&GenRequest {
+            prompt: built.prompt,
+            max_tokens: 1,
+            ignore_eos: true,
+            cache_prompt: false,
+            deadline,
+        })
+        .await
+    else {
+        return Probe::Failed;
+    };
+    match c.events.first() {
+        Some(e) if c.new_connection == Some(want_new) => Probe::Ttft(e.at.as_secs_f64()),
+        Some(_) => Probe::OtherConnection,
+        None => Probe::Failed,
+    }
+}
+
+/// Median TCP connect time to the server's address.
+async fn tcp_connect_s(url: &str) -> Option<f64> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u.host_str()?.trim_matches(['[', ']']).to_string();
+    let port = u.port_or_known_default()?;
+    let mut times = Vec::new();
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        if let Ok(Ok(_)) = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await
+        {
+            times.push(t.elapsed().as_secs_f64());
+        }
+    }
+    crate::stats::median(&times)
+}
+
+/// The header line: the figures, and what they mean.
+pub fn describe(t: &TransportCheck) -> String {
+    let ms = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{:.1} ms", v * 1e3));
+    let figures = format!(
+        "first event over a reused connection {} vs a fresh one {}; HTTP round trip {} vs TCP connect {}",
+        ms(t.reused_ttft_s),
+        ms(t.fresh_ttft_s),
+        ms(t.http_rtt_s),
+        ms(t.tcp_connect_s)
+    );
+    if t.delayed {
+        format!("warning: transport delay ({figures}): {CURE}")
+    } else {
+        format!("transport: no delay found ({figures})")
+    }
+}
