@@ -250,7 +250,9 @@ impl Http {
             if let [one] = parts {
                 reqwest::Body::from(one.clone())
             } else {
-                let chunks = parts.to_vec().into_iter().map(Ok::<_, std::io::Error>);
+                // The body stream must own its chunks; cloning `Bytes` copies no data.
+                let owned: Vec<bytes::Bytes> = parts.to_vec();
+                let chunks = owned.into_iter().map(Ok::<_, std::io::Error>);
                 reqwest::Body::wrap_stream(futures::stream::iter(chunks))
             }
         };
