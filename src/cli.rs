@@ -45,6 +45,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two result files point by point.
     Compare(CompareArgs),
+    /// Load cells (length x concurrency or rate): TTFT/TPOT/ITL percentiles, throughput,
+    /// goodput under SLOs, server telemetry, the knee.
+    Load(Box<LoadArgs>),
 }
 
 // The shared choices live in a leaf module; re-exported so `crate::cli::X` still works.
@@ -159,8 +162,10 @@ pub struct ProbeArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// A result file written by `sweep --out`.
+    /// A result file written by `sweep --out` or `load --out`.
     pub file: PathBuf,
+    /// More load files of the same plan (one per client machine): merged by their records.
+    pub more: Vec<PathBuf>,
     /// Write a self-contained HTML report here.
     #[arg(long)]
     pub html: Option<PathBuf>,
@@ -177,4 +182,107 @@ pub struct CompareArgs {
     pub html: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+}
+
+const LOAD_HELP: &str = "\
+Definitions (ctxbench load):
+  TTFT          request sent -> first content event; also from the scheduled send
+                (ttft_from_schedule, open loop: what a user arriving on time waited)
+  TPOT          (E2E - TTFT) / (output tokens - 1), per request
+  ITL           per arrival: gap between stream events / tokens the later one carries
+  E2E           request sent -> last event (also from the schedule)
+  send lateness actual send - scheduled send (open loop; a --max-concurrency wait shows here)
+  window        steady state: client in flight = target (closed loop) or the span of
+                sends (open loop); ramp-up and drain are excluded and reported
+  output_tps, input_tps, requests/s   over the window
+  goodput       requests/s in the window meeting every --slo bound; failures and
+                timeouts count as misses; a cell meets the target when the fraction of
+                its requests meeting the SLOs is >= --goodput-target
+  percentiles   p50/p90/p99 from HDR histograms (3 significant digits)
+Names elsewhere: vLLM bench serve TPOT = our TPOT, its ITL = our ITL; AIPerf and
+GuideLLM \"inter token latency\" = our TPOT; GuideLLM \"time per output token\" divides
+(last - first token) by all output tokens, not output - 1.
+
+Examples:
+  ctxbench load --lengths 8k,32k --concurrency 1,2,4,8      # against the built-in simulator
+  ctxbench load --url http://127.0.0.1:30000 --lengths 32k --rate 0.5,1,2 \\
+      --arrival gamma:2 --duration 60s --out load.jsonl --html load.html
+  ctxbench load --lengths 8k,32k --find-knee --slo ttft=5s,tpot=50ms --goodput-target 0.95
+  ctxbench report load.jsonl other-client.jsonl --format markdown";
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = LOAD_HELP)]
+pub struct LoadArgs {
+    /// Server base URL; without it the built-in simulator is started on a free loopback port.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Server API.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub api: ApiChoice,
+    /// For `--api openai`: which route to use.
+    #[arg(long, value_enum, default_value = "completions")]
+    pub endpoint: Endpoint,
+    /// Model name to send (default: the first one the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Context lengths, comma-separated (`k` = x1024, `max`).
+    #[arg(long, default_value = "8k,32k")]
+    pub lengths: String,
+    /// Closed loop: workers per cell, comma-separated (e.g. 1,2,4,8).
+    #[arg(long, conflicts_with_all = ["rate", "find_knee"])]
+    pub concurrency: Option<String>,
+    /// Open loop: arrival rates in requests/s, comma-separated (e.g. 0.5,1,2).
+    #[arg(long, conflicts_with = "find_knee")]
+    pub rate: Option<String>,
+    /// Open loop: gaps between arrivals: poisson, constant or gamma:CV.
+    #[arg(long, default_value = "poisson", requires = "rate")]
+    pub arrival: String,
+    /// Open loop: at most this many in flight; later arrivals wait (and are late).
+    #[arg(long, requires = "rate")]
+    pub max_concurrency: Option<u32>,
+    /// Per length, the largest concurrency meeting --slo at --goodput-target.
+    #[arg(long)]
+    pub find_knee: bool,
+    /// Largest concurrency --find-knee tries.
+    #[arg(long, default_value_t = 256)]
+    pub knee_max: u32,
+    /// Requests per cell (default: 4 per worker, at least 16; open loop: 10 s of arrivals, at least 16).
+    #[arg(long, conflicts_with = "duration")]
+    pub requests: Option<u64>,
+    /// Cell length instead of a request count (e.g. 60s): no request starts after it.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Tokens to generate per request (forced with ignore_eos).
+    #[arg(long, default_value_t = 64)]
+    pub output_tokens: u64,
+    /// Seed for the arrival schedule and the simulator.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Latency bounds for goodput: ttft=, tpot=, e2e= durations.
+    #[arg(long, default_value = "ttft=5s,tpot=50ms,e2e=60s")]
+    pub slo: String,
+    /// Fraction of a cell's requests that must meet --slo for the cell to pass.
+    #[arg(long, default_value_t = 0.95)]
+    pub goodput_target: f64,
+    /// Per-request deadline, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub timeout: f64,
+    /// Append records to this JSONL file as they are measured.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Skip cells already complete in `--out`.
+    #[arg(long)]
+    pub resume: bool,
+    /// Write an HTML report (after each cell and at the end).
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// Summary format on stdout.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Options for the built-in simulator, when no `--url` is given.
+    #[command(flatten)]
+    pub sim: crate::sim::SimCostArgs,
 }

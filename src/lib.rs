@@ -10,12 +10,14 @@ pub mod cli;
 pub mod exit;
 pub mod fit;
 pub mod lengths;
+pub mod load;
 pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;
 pub mod report_cmd;
 pub mod resultfile;
+pub mod run;
 pub mod sim;
 pub mod stats;
 pub mod summary;
@@ -32,5 +34,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plan(args) => capacity::run(args).await,
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
+        Command::Load(args) => load::run(*args).await,
     }
 }

@@ -240,6 +240,15 @@ pub fn first_symbol(prompt: &Prompt) -> Option<u64> {
     match prompt {
         Prompt::Ids(ids) => ids.first().map(|&i| u64::from(i)),
         Prompt::Text(t) => t.chars().next().map(|c| u64::from(u32::from(c))),
+        Prompt::Shared(p) => {
+            let head = std::str::from_utf8(&p.head).ok()?;
+            if p.tail.is_text {
+                let c = head.strip_prefix('"')?.chars().next()?;
+                Some(u64::from(u32::from(c)))
+            } else {
+                head.strip_prefix('[')?.split(',').next()?.parse().ok()
+            }
+        }
     }
 }
 

@@ -6,6 +6,10 @@ use serde_json::Value;
 
 pub const SCHEMA: u32 = 1;
 
+#[path = "record_load.rs"]
+pub mod load;
+pub use load::Percentiles;
+
 /// One line of a result file.
 // One run record per file: boxing it would buy nothing but indirection.
 #[allow(clippy::large_enum_variant)]
@@ -16,6 +20,16 @@ pub enum Record {
     Sample(Box<Sample>),
     Error(ErrorRecord),
     Summary(Summary),
+    /// `ctxbench load`: the plan, once after the run record.
+    LoadPlan(crate::record::load::LoadPlan),
+    /// `ctxbench load`: one request.
+    Request(Box<crate::record::load::RequestRecord>),
+    /// `ctxbench load`: one scrape of the server's `/metrics`.
+    ServerMetrics(crate::record::load::ServerMetricsRecord),
+    /// `ctxbench load`: one finished cell (length × concurrency or rate).
+    Cell(Box<crate::record::load::CellRecord>),
+    /// `ctxbench load --find-knee`: one length's knee.
+    Knee(crate::record::load::KneeRecord),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -8,6 +8,9 @@ use std::path::Path;
 /// `ctxbench report FILE`: print the summary of a result file, optionally as HTML.
 pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
     let file = crate::resultfile::read(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if file.load.plan.is_some() || !args.more.is_empty() {
+        return crate::load::report_files(&args, file);
+    }
     let Some(run) = &file.run else {
         anyhow::bail!(
             "{}: no run record: not a ctxbench result file",
@@ -42,6 +45,9 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
     };
     let (a, b) = (read(&args.a)?, read(&args.b)?);
     let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
+    if a.load.plan.is_some() || b.load.plan.is_some() {
+        return crate::load::compare_files(&args, (la, a), (lb, b));
+    }
     let comparison = report::compare::compare(&a, &b, (&la, &lb))?;
     print!(
         "{}",

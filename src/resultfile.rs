@@ -23,6 +23,18 @@ pub struct ResultFile {
     /// The good prefix does not end in `\n` (its last record is complete but unterminated):
     /// an appender must write one first.
     pub missing_final_newline: bool,
+    /// `ctxbench load` records, in file order.
+    pub load: LoadRecords,
+}
+
+/// The records only load files hold.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LoadRecords {
+    pub plan: Option<crate::record::load::LoadPlan>,
+    pub requests: Vec<crate::record::load::RequestRecord>,
+    pub server_metrics: Vec<crate::record::load::ServerMetricsRecord>,
+    pub cells: Vec<crate::record::load::CellRecord>,
+    pub knees: Vec<crate::record::load::KneeRecord>,
 }
 
 /// Why a result file was refused.
@@ -42,7 +54,7 @@ pub enum ResultFileError {
     },
     #[error(
         "{file}: line {line}: unknown record type `{type_name}` (this ctxbench knows run, \
-         sample, error and summary; is the file from a newer version?)"
+         sample, error, summary, load_plan, request, server_metrics, cell and knee; is the file from a newer version?)"
     )]
     UnknownType {
         file: String,
@@ -160,6 +172,11 @@ pub fn parse_bytes(bytes: &[u8], file: &str) -> Result<ResultFile, ResultFileErr
             Record::Sample(s) => out.samples.push(*s),
             Record::Error(e) => out.errors.push(e),
             Record::Summary(s) => out.summary = Some(s),
+            Record::LoadPlan(p) => out.load.plan = Some(p),
+            Record::Request(r) => out.load.requests.push(*r),
+            Record::ServerMetrics(m) => out.load.server_metrics.push(m),
+            Record::Cell(c) => out.load.cells.push(*c),
+            Record::Knee(k) => out.load.knees.push(k),
         }
         out.valid_bytes = end as u64;
         out.missing_final_newline = !terminated;
@@ -174,6 +191,11 @@ fn type_name(r: &Record) -> &'static str {
         Record::Sample(_) => "sample",
         Record::Error(_) => "error",
         Record::Summary(_) => "summary",
+        Record::LoadPlan(_) => "load_plan",
+        Record::Request(_) => "request",
+        Record::ServerMetrics(_) => "server_metrics",
+        Record::Cell(_) => "cell",
+        Record::Knee(_) => "knee",
     }
 }
 

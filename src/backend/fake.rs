@@ -163,6 +163,7 @@ impl Backend for FakeBackend {
         let prompt_tokens = match &req.prompt {
             Prompt::Ids(ids) => ids.len() as u64,
             Prompt::Text(t) => t.split_whitespace().count() as u64,
+            Prompt::Shared(p) => p.tokens().unwrap_or(0),
         };
         let call = {
             let mut calls = self.calls.0.lock().map_err(|_| RequestError::Incomplete)?;

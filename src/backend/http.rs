@@ -183,14 +183,30 @@ impl Http {
         path: &str,
         body: &Value,
         deadline: Duration,
-        mut on_item: F,
+        on_item: F,
     ) -> Result<SseEnd, RequestError>
     where
         F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
     {
         let payload = Self::payload(body)?;
+        self.post_sse_parts(path, vec![payload], deadline, on_item)
+            .await
+    }
+
+    /// `post_sse` with the JSON body given as chunks sent one after another (so a large
+    /// prompt shared by many requests is never copied per request).
+    pub async fn post_sse_parts<F>(
+        &self,
+        path: &str,
+        parts: Vec<bytes::Bytes>,
+        deadline: Duration,
+        mut on_item: F,
+    ) -> Result<SseEnd, RequestError>
+    where
+        F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
+    {
         let work = async {
-            let (sent, conn, resp) = self.post_streaming(path, payload).await?;
+            let (sent, conn, resp) = self.post_streaming(path, &parts).await?;
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
             while let Some(chunk) = stream.next().await {
@@ -227,8 +243,19 @@ impl Http {
     pub(crate) async fn post_streaming(
         &self,
         path: &str,
-        payload: bytes::Bytes,
+        parts: &[bytes::Bytes],
     ) -> Result<(Instant, ConnUse, reqwest::Response), RequestError> {
+        let length: usize = parts.iter().map(|p| p.len()).sum();
+        let body = || -> reqwest::Body {
+            if let [one] = parts {
+                reqwest::Body::from(one.clone())
+            } else {
+                // The body stream must own its chunks; cloning `Bytes` copies no data.
+                let owned: Vec<bytes::Bytes> = parts.to_vec();
+                let chunks = owned.into_iter().map(Ok::<_, std::io::Error>);
+                reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+            }
+        };
         let mut retried = false;
         let (sent, conn, resp) = loop {
             let mark = self.conns.mark();
@@ -236,7 +263,8 @@ impl Http {
             match self
                 .request(reqwest::Method::POST, path)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(payload.clone())
+                .header(reqwest::header::CONTENT_LENGTH, length)
+                .body(body())
                 .send()
                 .await
             {

@@ -5,8 +5,7 @@ use super::flush::Flusher;
 use super::http::Http;
 use super::sse::SseItem;
 use super::{
-    Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
-    StreamFold,
+    Backend, Completion, EventJson, Flush, GenRequest, RequestError, StreamEvent, StreamFold,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -31,10 +30,7 @@ impl Backend for LlamaCpp {
     }
 
     async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let prompt = match &req.prompt {
-            Prompt::Ids(ids) => json!(ids),
-            Prompt::Text(t) => json!(t),
-        };
+        let prompt = req.prompt.to_json();
         let mut body = json!({
             "prompt": prompt,
             "n_predict": req.max_tokens,
@@ -51,6 +47,7 @@ impl Backend for LlamaCpp {
             &self.http,
             "/completion",
             &body,
+            &req.prompt,
             req.deadline,
             Events::default(),
         )

@@ -11,6 +11,7 @@ pub mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub mod sglang;
+pub mod shared;
 pub mod sse;
 pub mod tgi;
 pub mod tokenize;
@@ -24,6 +25,8 @@ use std::time::Duration;
 pub enum Prompt {
     Ids(Vec<u32>),
     Text(String),
+    /// A load request: this request's nonce head before a tail shared by its length.
+    Shared(shared::SharedPrompt),
 }
 
 /// One generation request, API-neutral.
@@ -164,11 +167,21 @@ pub(crate) async fn stream_completion<F: StreamFold>(
     http: &http::Http,
     path: &str,
     body: &Value,
+    prompt: &Prompt,
     deadline: Duration,
     mut fold: F,
 ) -> Result<Completion, RequestError> {
+    let parts = match prompt.shared() {
+        Some(p) => p.splice(body)?,
+        None => vec![bytes::Bytes::from(serde_json::to_vec(body).map_err(
+            |e| RequestError::Http {
+                status: 0,
+                message: format!("serialising the request: {e}"),
+            },
+        )?)],
+    };
     let end = http
-        .post_sse(path, body, deadline, |at, item| fold.on_item(at, item))
+        .post_sse_parts(path, parts, deadline, |at, item| fold.on_item(at, item))
         .await?;
     let mut c = fold.finish(end.complete, end.elapsed)?;
     c.new_connection = Some(end.conn.new);

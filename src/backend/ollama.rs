@@ -182,11 +182,19 @@ impl Backend for Ollama {
     }
 
     async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let Prompt::Text(text) = &req.prompt else {
-            return Err(RequestError::Http {
-                status: 0,
-                message: "Ollama's /api/generate takes text prompts only".into(),
-            });
+        let shared;
+        let text = match &req.prompt {
+            Prompt::Text(t) => t,
+            Prompt::Shared(p) if p.to_text().is_some() => {
+                shared = p.to_text().unwrap_or_default();
+                &shared
+            }
+            _ => {
+                return Err(RequestError::Http {
+                    status: 0,
+                    message: "Ollama's /api/generate takes text prompts only".into(),
+                });
+            }
         };
         let bytes = text.len() as u64;
         let window = match self.num_ctx {
@@ -270,7 +278,7 @@ async fn ndjson_completion(
 ) -> Result<Completion, RequestError> {
     let payload = Http::payload(body)?;
     let work = async {
-        let (sent, conn, resp) = http.post_streaming(path, payload).await?;
+        let (sent, conn, resp) = http.post_streaming(path, &[payload]).await?;
         let mut fold = Pieces::default();
         let mut parser = NdjsonParser::new();
         let mut stream = resp.bytes_stream();

@@ -65,17 +65,33 @@ impl Backend for OpenAi {
                 body["prompt"] = json!(t);
                 "/v1/completions"
             }
+            (Endpoint::Completions, p @ Prompt::Shared(_)) => {
+                body["prompt"] = p.to_json();
+                "/v1/completions"
+            }
+            (Endpoint::Chat, p @ Prompt::Shared(_)) if p.is_text() => {
+                body["messages"] = json!([{"role": "user", "content": p.to_json()}]);
+                "/v1/chat/completions"
+            }
             (Endpoint::Chat, Prompt::Text(t)) => {
                 body["messages"] = json!([{"role": "user", "content": t}]);
                 "/v1/chat/completions"
             }
-            (Endpoint::Chat, Prompt::Ids(_)) => {
+            (Endpoint::Chat, Prompt::Ids(_) | Prompt::Shared(_)) => {
                 return Err(RequestError::Prompt(
                     "the chat route takes text prompts only".into(),
                 ));
             }
         };
-        super::stream_completion(&self.http, path, &body, req.deadline, Deltas::default()).await
+        super::stream_completion(
+            &self.http,
+            path,
+            &body,
+            &req.prompt,
+            req.deadline,
+            Deltas::default(),
+        )
+        .await
     }
 
     async fn flush(&self) -> Result<Flush, RequestError> {

@@ -41,11 +41,14 @@ impl Backend for Sglang {
         match &req.prompt {
             Prompt::Ids(ids) => body["input_ids"] = json!(ids),
             Prompt::Text(t) => body["text"] = json!(t),
+            p @ Prompt::Shared(s) if !s.tail.is_text => body["input_ids"] = p.to_json(),
+            p @ Prompt::Shared(_) => body["text"] = p.to_json(),
         }
         super::stream_completion(
             &self.http,
             "/generate",
             &body,
+            &req.prompt,
             req.deadline,
             Cumulative::default(),
         )

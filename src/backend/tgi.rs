@@ -128,11 +128,19 @@ impl Backend for Tgi {
     }
 
     async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let Prompt::Text(text) = &req.prompt else {
-            return Err(RequestError::Http {
-                status: 0,
-                message: "TGI's /generate_stream takes text prompts only".into(),
-            });
+        let shared;
+        let text = match &req.prompt {
+            Prompt::Text(t) => t,
+            Prompt::Shared(p) if p.to_text().is_some() => {
+                shared = p.to_text().unwrap_or_default();
+                &shared
+            }
+            _ => {
+                return Err(RequestError::Http {
+                    status: 0,
+                    message: "TGI's /generate_stream takes text prompts only".into(),
+                });
+            }
         };
         self.check_limits(self.known_length(text), req.max_tokens)?;
         let _permit = self.permit()?;
@@ -148,6 +156,7 @@ impl Backend for Tgi {
             &self.http,
             "/generate_stream",
             &body,
+            &Prompt::Text(String::new()),
             req.deadline,
             Tokens::default(),
         )

@@ -34,7 +34,7 @@ async fn count(backend: &dyn Backend, text: &str) -> anyhow::Result<u64> {
 fn text(p: Prompt) -> String {
     match p {
         Prompt::Text(t) => t,
-        Prompt::Ids(_) => unreachable!("build_text makes text"),
+        Prompt::Ids(_) | Prompt::Shared(_) => unreachable!("build_text makes text"),
     }
 }
 

@@ -17,7 +17,6 @@ use crate::exit;
 use crate::lengths::{format_count, parse_lengths};
 use crate::prompt::{NonceSource, needle_for};
 use crate::record::{ErrorRecord, Record, RunConfig, RunRecord, Sample, Target};
-use crate::sim::{SimConfig, SimServer};
 use indicatif::{ProgressBar, ProgressStyle};
 use session::{Outcome, Session};
 use std::collections::HashSet;
@@ -74,15 +73,6 @@ pub async fn run(args: SweepArgs) -> anyhow::Result<u8> {
     Ok(result.exit_code())
 }
 
-fn api_key(args: &SweepArgs) -> anyhow::Result<Option<String>> {
-    match &args.api_key_env {
-        Some(var) => std::env::var(var).map(Some).map_err(|_| {
-            anyhow::anyhow!("--api-key-env {var}: the environment variable is not set")
-        }),
-        None => Ok(std::env::var("OPENAI_API_KEY").ok()),
-    }
-}
-
 /// Validate every option before anything is sent or written.
 struct Plan {
     lengths: Vec<crate::lengths::LengthSpec>,
@@ -136,21 +126,12 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
 /// Run the sweep (library entry point used by tests).
 pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
     let plan = plan(&args)?;
-    let key = api_key(&args)?;
+    let key = crate::run::target::api_key(args.api_key_env.as_deref())?;
     // Keep the simulator alive for the whole sweep.
     let (_sim, url) = match &args.url {
         Some(u) => (None, u.clone()),
         None => {
-            let sim = SimServer::start(
-                "127.0.0.1",
-                0,
-                SimConfig {
-                    cost: args.sim.clone(),
-                    seed: args.seed,
-                    model_name: "ctxbench-sim".into(),
-                },
-            )
-            .await?;
+            let sim = crate::run::target::start_sim(&args.sim, args.seed).await?;
             let url = sim.url();
             eprintln!(
                 "ctxbench: no --url given: benchmarking the built-in simulator at {url} \

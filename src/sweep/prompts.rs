@@ -142,6 +142,7 @@ impl PromptSource {
                 let sent = match &prompt {
                     Prompt::Ids(ids) => Some(ids.len() as u64),
                     Prompt::Text(_) => None,
+                    Prompt::Shared(p) => p.tokens(),
                 };
                 Ok(Built {
                     prompt,

@@ -53,6 +53,12 @@ pub struct LlamaServer {
 impl LlamaServer {
     /// Start llama-server: one slot of 32k context, 2 threads, no prompt cache, loopback only.
     pub fn start() -> LlamaServer {
+        Self::start_with_slots(1)
+    }
+
+    /// Start llama-server with `slots` parallel slots (`-np`, continuous batching), which
+    /// share the 32k context: 32k / `slots` tokens each.
+    pub fn start_with_slots(slots: u32) -> LlamaServer {
         let bin = from_env_or_script("CTXBENCH_LLAMA_SERVER", "llama-server.sh");
         let model = from_env_or_script("CTXBENCH_TINY_MODEL", "tiny-model.sh");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -67,7 +73,7 @@ impl LlamaServer {
                 "-c",
                 "32768",
                 "-np",
-                "1",
+                &slots.to_string(),
                 "-t",
                 "2",
                 "-tb",

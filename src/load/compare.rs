@@ -1,0 +1,104 @@
+//! `compare` for load files: the cells both files hold, side by side with the ratio B/A.
+
+use super::LoadResult;
+use crate::cli::Format;
+use crate::lengths::format_count;
+use crate::record::load::CellRecord;
+
+/// A compared quantity of a cell.
+type Pick = fn(&CellRecord) -> Option<f64>;
+
+/// (name, value of a cell) for each compared quantity; lower is better for latencies.
+const METRICS: &[(&str, Pick)] = &[
+    ("ttft_p50_ms", |c| c.ttft_s.map(|p| p.p50 * 1e3)),
+    ("ttft_p99_ms", |c| c.ttft_s.map(|p| p.p99 * 1e3)),
+    ("tpot_p50_ms", |c| c.tpot_s.map(|p| p.p50 * 1e3)),
+    ("e2e_p99_s", |c| c.e2e_s.map(|p| p.p99)),
+    ("output_tps", |c| c.output_tps),
+    ("goodput_rps", |c| c.goodput_rps),
+];
+
+/// One row per common cell and metric: (context, load, metric, A, B, B/A).
+pub fn rows(a: &LoadResult, b: &LoadResult) -> Vec<[String; 6]> {
+    let mut out = Vec::new();
+    for ca in &a.cells {
+        let Some(cb) = b.cells.iter().find(|c| c.cell.same(&ca.cell)) else {
+            continue;
+        };
+        for (name, f) in METRICS {
+            let (va, vb) = (f(ca), f(cb));
+            let v = |x: Option<f64>| x.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
+            let ratio = match (va, vb) {
+                (Some(x), Some(y)) if x > 0.0 => format!("{:.3}", y / x),
+                _ => "-".into(),
+            };
+            out.push([
+                format_count(ca.cell.context_tokens),
+                ca.cell.load_label(),
+                (*name).to_string(),
+                v(va),
+                v(vb),
+                ratio,
+            ]);
+        }
+    }
+    out
+}
+
+pub fn render(
+    a: &LoadResult,
+    b: &LoadResult,
+    labels: (&str, &str),
+    format: Format,
+) -> anyhow::Result<String> {
+    let rows = rows(a, b);
+    if rows.is_empty() {
+        anyhow::bail!(
+            "no common cells: {} and {} share no (length, concurrency or rate); run both with the same plan",
+            labels.0,
+            labels.1
+        );
+    }
+    let head = ["context", "load", "metric", labels.0, labels.1, "B/A"];
+    Ok(match format {
+        Format::Json => {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| {
+                    serde_json::json!({"context": r[0], "load": r[1], "metric": r[2],
+                        "a": r[3].parse::<f64>().ok(), "b": r[4].parse::<f64>().ok(),
+                        "ratio": r[5].parse::<f64>().ok()})
+                })
+                .collect();
+            format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+        }
+        Format::Csv => {
+            let mut s = head.join(",") + "\n";
+            for r in &rows {
+                s.push_str(&(r.join(",") + "\n"));
+            }
+            s
+        }
+        Format::Markdown => {
+            let mut s = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(6));
+            for r in &rows {
+                s.push_str(&format!("| {} |\n", r.join(" | ")));
+            }
+            s
+        }
+        Format::Table => {
+            let mut s = format!(
+                "{:>8} {:>8} {:>12} {:>14} {:>14} {:>7}\n",
+                head[0], head[1], head[2], "A", "B", head[5]
+            );
+            for r in &rows {
+                s.push_str(&format!(
+                    "{:>8} {:>8} {:>12} {:>14} {:>14} {:>7}\n",
+                    r[0], r[1], r[2], r[3], r[4], r[5]
+                ));
+            }
+            s.push_str(&format!("A = {}, B = {}\n", labels.0, labels.1));
+            s
+        }
+    })
+}

@@ -1,0 +1,671 @@
+//! `ctxbench load`: cells of (context length × concurrency or arrival rate) on the shared
+//! request runner, small to large; SLOs and goodput, server telemetry, the knee.
+
+pub mod cell;
+pub mod compare;
+pub mod knee;
+pub mod merge;
+pub mod render;
+pub mod request;
+pub mod slo;
+pub mod telemetry;
+
+use crate::backend::shared::SharedTail;
+use crate::backend::{self, Backend, Prompt, http::Http, http::strip_credentials};
+use crate::cli::LoadArgs;
+use crate::exit;
+use crate::lengths::parse_lengths;
+use crate::prompt::{self, NONCE_TOKENS, NonceSource};
+use crate::record::load::{
+    CellKey, CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
+};
+use crate::record::{Record, RunConfig, RunRecord, Target};
+use crate::run::{self, Arrival, Budget, Collector, Load, runner::InFlight, schedule};
+use crate::sweep::prompts::PromptSource;
+use crate::sweep::writer::ResultWriter;
+use request::Shot;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Spin before each open-loop send (see `runner::Load::Open`).
+const SEND_SPIN: Duration = Duration::from_millis(2);
+/// Default requests per closed-loop worker, and the floor for any cell.
+const REQUESTS_PER_WORKER: u64 = 4;
+const MIN_REQUESTS: u64 = 16;
+/// Default open-loop arrival span, seconds.
+const DEFAULT_OPEN_SPAN_S: f64 = 10.0;
+
+/// What to run per length.
+#[derive(Debug, Clone)]
+enum Mode {
+    Closed(Vec<u32>),
+    Open(Vec<f64>),
+    Knee,
+}
+
+/// Everything a finished load run produced.
+pub struct LoadResult {
+    pub run: RunRecord,
+    pub plan: LoadPlan,
+    pub cells: Vec<CellRecord>,
+    pub knees: Vec<KneeRecord>,
+    pub requests: Vec<RequestRecord>,
+    pub server_metrics: Vec<ServerMetricsRecord>,
+}
+
+impl LoadResult {
+    pub fn exit_code(&self) -> u8 {
+        if self.cells.is_empty() || self.cells.iter().all(|c| c.ok == 0) {
+            exit::NOTHING_VALID
+        } else if self.cells.iter().any(|c| c.ok == 0) {
+            exit::PARTIAL
+        } else {
+            exit::OK
+        }
+    }
+}
+
+/// `ctxbench load`: run, print, return the exit code.
+pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
+    let (format, html) = (args.format, args.html.clone());
+    let r = execute(args).await?;
+    print!("{}", render::render(&r.plan, &r.cells, &r.knees, format));
+    if let Some(path) = html {
+        render::write_html(&path, &r)?;
+    }
+    Ok(r.exit_code())
+}
+
+fn list<T: std::str::FromStr>(
+    flag: &str,
+    s: &str,
+    ok: impl Fn(&T) -> bool,
+) -> anyhow::Result<Vec<T>> {
+    let v = s
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|x| {
+            x.parse::<T>()
+                .ok()
+                .filter(|v| ok(v))
+                .ok_or_else(|| anyhow::anyhow!("{flag}: `{x}` is not a positive number"))
+        })
+        .collect::<anyhow::Result<Vec<T>>>()?;
+    if v.is_empty() {
+        anyhow::bail!("{flag}: give at least one value");
+    }
+    Ok(v)
+}
+
+/// Validate every option before anything is sent or written.
+fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
+    parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
+    let mode = match (&args.concurrency, &args.rate, args.find_knee) {
+        (Some(c), None, false) => {
+            let mut v = list::<u32>("--concurrency", c, |x| *x > 0)?;
+            v.sort_unstable();
+            v.dedup();
+            Mode::Closed(v)
+        }
+        (None, Some(r), false) => {
+            let mut v = list::<f64>("--rate", r, |x| x.is_finite() && *x > 0.0)?;
+            v.sort_by(f64::total_cmp);
+            v.dedup();
+            Mode::Open(v)
+        }
+        (None, None, true) => Mode::Knee,
+        _ => anyhow::bail!("give one of --concurrency LIST, --rate LIST or --find-knee"),
+    };
+    let arrival = match mode {
+        Mode::Open(_) => Some(
+            args.arrival
+                .parse::<Arrival>()
+                .map_err(anyhow::Error::msg)?,
+        ),
+        _ => None,
+    };
+    if args.output_tokens < 1 {
+        anyhow::bail!("--output-tokens must be at least 1");
+    }
+    if !(args.goodput_target > 0.0 && args.goodput_target <= 1.0) {
+        anyhow::bail!("--goodput-target must be in (0, 1], e.g. 0.95");
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds");
+    }
+    if args.requests == Some(0) {
+        anyhow::bail!("--requests must be at least 1");
+    }
+    if args.max_concurrency == Some(0) {
+        anyhow::bail!("--max-concurrency must be at least 1");
+    }
+    if args.knee_max == 0 {
+        anyhow::bail!("--knee-max must be at least 1");
+    }
+    if args.resume && args.out.is_none() {
+        anyhow::bail!("--resume needs --out FILE (the file to continue)");
+    }
+    let duration = match &args.duration {
+        Some(d) => Some(
+            humantime::parse_duration(d)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--duration `{d}`: expected a duration such as 60s")
+                })?,
+        ),
+        None => None,
+    };
+    let slo = slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    let p = LoadPlan {
+        mode: match mode {
+            Mode::Closed(_) => "closed",
+            Mode::Open(_) => "open",
+            Mode::Knee => "knee",
+        }
+        .into(),
+        lengths: Vec::new(),
+        concurrency: match &mode {
+            Mode::Closed(c) => c.clone(),
+            _ => Vec::new(),
+        },
+        rates: match &mode {
+            Mode::Open(r) => r.clone(),
+            _ => Vec::new(),
+        },
+        arrival: arrival.map(|a| a.to_string()),
+        max_concurrency: args.max_concurrency,
+        requests: args.requests,
+        duration_s: duration.map(|d| d.as_secs_f64()),
+        output_tokens: args.output_tokens,
+        slo,
+        goodput_target: args.goodput_target,
+        seed: args.seed,
+    };
+    Ok((mode, p, arrival))
+}
+
+/// Fresh nonce heads, one per request.
+struct Heads {
+    vocab: Option<prompt::IdVocabulary>,
+    nonce: Mutex<NonceSource>,
+}
+
+impl Heads {
+    fn next(&self) -> Prompt {
+        let mut n = self.nonce.lock().unwrap_or_else(|p| p.into_inner());
+        match &self.vocab {
+            Some(v) => prompt::build_ids(v, NONCE_TOKENS as u64, Some(&mut n), None),
+            None => prompt::build_text(0, Some(&mut n), None),
+        }
+    }
+}
+
+/// The state cells share.
+struct Ctx {
+    backend: Arc<dyn Backend>,
+    http: Http,
+    collector: Collector,
+    heads: Arc<Heads>,
+    plan: LoadPlan,
+    metrics: bool,
+    deadline: Duration,
+    done: Vec<CellRecord>,
+    out: LoadResult,
+}
+
+/// Run the load plan (library entry point used by tests).
+pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
+    let (mode, mut lplan, arrival) = plan(&args)?;
+    let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
+    let key = run::target::api_key(args.api_key_env.as_deref())?;
+    let (_sim, url) = match &args.url {
+        Some(u) => (None, u.clone()),
+        None => {
+            let sim = run::target::start_sim(&args.sim, args.seed).await?;
+            let url = sim.url();
+            eprintln!(
+                "ctxbench: no --url given: loading the built-in simulator at {url} ({})",
+                sim.describe()
+            );
+            (Some(sim), url)
+        }
+    };
+    let conn = backend::connect(&url, args.api, args.endpoint, args.model.clone(), key).await?;
+    let info = conn.info.clone();
+    let limit = info.context_length.map(|t| crate::sweep::points::Limit {
+        tokens: t,
+        source: info
+            .context_source
+            .clone()
+            .unwrap_or_else(|| "server".into()),
+    });
+    let lengths = crate::sweep::points::resolve(&specs, args.output_tokens, limit.as_ref())?;
+    lplan.lengths = lengths.clone();
+    let ceiling = limit
+        .as_ref()
+        .map(|l| l.tokens.saturating_sub(args.output_tokens));
+    let mut nonce = NonceSource::from_entropy();
+    let mut prompts =
+        PromptSource::prepare(conn.backend.as_ref(), false, ceiling, &mut nonce).await?;
+    let metrics = telemetry::available(&conn.http).await;
+    if !metrics {
+        eprintln!(
+            "note: no server metrics (no usable /metrics): server-side running/waiting/KV are not shown"
+        );
+    }
+    let run = RunRecord {
+        schema: crate::record::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        target: Target {
+            url: strip_credentials(&url),
+            api: conn.backend.api().to_string(),
+            model: Some(conn.model.clone()),
+            server_info: serde_json::to_value(&info)?,
+            checks: Default::default(),
+        },
+        config: RunConfig {
+            lengths: lengths.clone(),
+            output_tokens: args.output_tokens,
+            reps: 0,
+            method: "load".into(),
+            cache_bust: "nonce".into(),
+            needle: false,
+            needle_depths: Vec::new(),
+            timeout: args.timeout.to_string(),
+            seed: args.seed,
+            prompt_mode: prompts.mode().name().to_string(),
+            rtt_s: info.rtt_s,
+            simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
+            depth: None,
+        },
+    };
+    let (writer, run, done, old) = open_output(&args, run, &lplan)?;
+    let heads = Arc::new(Heads {
+        vocab: match &prompts {
+            PromptSource::Ids { vocab, .. } => Some(vocab.clone()),
+            _ => None,
+        },
+        nonce: Mutex::new(nonce),
+    });
+    let backend: Arc<dyn Backend> = Arc::from(conn.backend);
+    let mut ctx = Ctx {
+        backend,
+        http: conn.http.clone(),
+        collector: Collector::new(writer),
+        heads,
+        plan: lplan.clone(),
+        metrics,
+        deadline: Duration::from_secs_f64(args.timeout),
+        done,
+        out: LoadResult {
+            run: run.clone(),
+            plan: lplan.clone(),
+            cells: Vec::new(),
+            knees: Vec::new(),
+            requests: old.0,
+            server_metrics: old.1,
+        },
+    };
+    // Warm-up, excluded: connections and the server's first-request costs.
+    {
+        let n = 256.min(lengths[0]);
+        let built = prompts
+            .build(
+                ctx.backend.as_ref(),
+                n,
+                Some(&mut NonceSource::from_entropy()),
+                None,
+            )
+            .await?;
+        let req = backend::GenRequest {
+            prompt: built.prompt,
+            max_tokens: args.output_tokens.min(4),
+            ignore_eos: true,
+            cache_prompt: false,
+            deadline: ctx.deadline,
+        };
+        if let Err(e) = ctx.backend.generate(&req).await {
+            eprintln!("warning: the warm-up request failed: {e}");
+        }
+    }
+    for (li, &n) in lengths.iter().enumerate() {
+        let built = prompts
+            .build(
+                ctx.backend.as_ref(),
+                n,
+                Some(&mut NonceSource::from_entropy()),
+                None,
+            )
+            .await?;
+        let tail = SharedTail::from_prompt(&built.prompt, NONCE_TOKENS);
+        match &mode {
+            Mode::Closed(cs) => {
+                for &c in cs {
+                    closed_cell(&mut ctx, n, c, &tail).await?;
+                }
+            }
+            Mode::Open(rates) => {
+                for (ri, &r) in rates.iter().enumerate() {
+                    let key = CellKey {
+                        context_tokens: n,
+                        concurrency: None,
+                        rate: Some(r),
+                    };
+                    let requests = lplan.requests.or_else(|| {
+                        lplan
+                            .duration_s
+                            .is_none()
+                            .then(|| ((r * DEFAULT_OPEN_SPAN_S).ceil() as u64).max(MIN_REQUESTS))
+                    });
+                    let at = schedule::schedule(
+                        arrival.unwrap_or(Arrival::Poisson),
+                        r,
+                        args.seed ^ ((li as u64) << 32) ^ ri as u64,
+                        requests,
+                        lplan.duration_s.map(Duration::from_secs_f64),
+                    );
+                    let load = Load::Open {
+                        at,
+                        max_concurrency: lplan.max_concurrency.map(|m| m as usize),
+                        spin: SEND_SPIN,
+                    };
+                    run_cell(&mut ctx, key, load, Budget::Requests(0), &tail).await?;
+                }
+            }
+            Mode::Knee => {
+                let found = knee::search(args.knee_max, async |c| {
+                    Ok(closed_cell(&mut ctx, n, c, &tail).await?.meets_target)
+                })
+                .await?;
+                let planned = knee::planned_concurrency(
+                    info.kv_pool_tokens,
+                    info.page_size.unwrap_or(1),
+                    info.max_running_requests,
+                    n,
+                    args.output_tokens,
+                );
+                let k = knee_record(&ctx.out.cells, n, &found, planned);
+                ctx.collector.append(&Record::Knee(k.clone()))?;
+                ctx.collector.sync()?;
+                ctx.out.knees.push(k);
+            }
+        }
+    }
+    Ok(ctx.out)
+}
+
+/// One closed-loop cell of `c` workers at length `n`.
+async fn closed_cell(
+    ctx: &mut Ctx,
+    n: u64,
+    c: u32,
+    tail: &SharedTail,
+) -> anyhow::Result<CellRecord> {
+    let key = CellKey {
+        context_tokens: n,
+        concurrency: Some(c),
+        rate: None,
+    };
+    let budget = closed_budget(&ctx.plan, c);
+    let load = Load::Closed {
+        concurrency: c as usize,
+    };
+    run_cell(ctx, key, load, budget, tail).await
+}
+
+/// The knee of length `n` beside the planner's count and the onset of server queueing.
+fn knee_record(
+    all: &[CellRecord],
+    n: u64,
+    found: &knee::Knee,
+    planned: Option<(f64, String)>,
+) -> KneeRecord {
+    let cells: Vec<&CellRecord> = all.iter().filter(|c| c.cell.context_tokens == n).collect();
+    let queued = |c: &&&CellRecord| {
+        c.server
+            .as_ref()
+            .is_some_and(|s| s.waiting_max.is_some_and(|w| w > 0.0))
+    };
+    KneeRecord {
+        context_tokens: n,
+        axis: "concurrency".into(),
+        knee: found.knee.map(f64::from),
+        first_miss: found.first_miss.map(f64::from),
+        planned: planned.as_ref().map(|p| p.0),
+        planned_from: planned.map(|p| p.1),
+        queue_onset: cells
+            .iter()
+            .filter(queued)
+            .filter_map(|c| c.cell.concurrency.map(f64::from))
+            .reduce(f64::min),
+        probes: found
+            .probes
+            .iter()
+            .map(|(c, _)| {
+                let g = cells
+                    .iter()
+                    .find(|x| x.cell.concurrency == Some(*c))
+                    .and_then(|x| x.goodput_fraction)
+                    .unwrap_or(0.0);
+                (f64::from(*c), g)
+            })
+            .collect(),
+    }
+}
+
+fn closed_budget(p: &LoadPlan, c: u32) -> Budget {
+    match (p.requests, p.duration_s) {
+        (Some(n), _) => Budget::Requests(n),
+        (None, Some(d)) => Budget::Duration(Duration::from_secs_f64(d)),
+        (None, None) => Budget::Requests((u64::from(c) * REQUESTS_PER_WORKER).max(MIN_REQUESTS)),
+    }
+}
+
+/// Create the file, or continue it keeping only complete cells.
+#[allow(clippy::type_complexity)]
+fn open_output(
+    args: &LoadArgs,
+    run: RunRecord,
+    plan: &LoadPlan,
+) -> anyhow::Result<(
+    ResultWriter,
+    RunRecord,
+    Vec<CellRecord>,
+    (Vec<RequestRecord>, Vec<ServerMetricsRecord>),
+)> {
+    let header = |w: &mut ResultWriter, run: &RunRecord| -> anyhow::Result<()> {
+        w.append(&Record::Run(run.clone()))?;
+        w.append(&Record::LoadPlan(plan.clone()))?;
+        w.sync()
+    };
+    match &args.out {
+        Some(path) if args.resume && path.exists() => {
+            let f = crate::resultfile::read(path).map_err(|e| anyhow::anyhow!("--resume: {e}"))?;
+            let old_run = f
+                .run
+                .ok_or_else(|| anyhow::anyhow!("--resume {}: no run record", path.display()))?;
+            if f.load.plan.as_ref() != Some(plan) {
+                anyhow::bail!(
+                    "--resume {}: the file holds a different load plan (or no load at all); \
+                     use the same options or another --out",
+                    path.display()
+                );
+            }
+            let cells = f.load.cells;
+            let keep = |k: &CellKey| cells.iter().any(|c| c.cell.same(k));
+            let requests: Vec<RequestRecord> = f
+                .load
+                .requests
+                .into_iter()
+                .filter(|r| keep(&r.cell))
+                .collect();
+            let metrics: Vec<ServerMetricsRecord> = f
+                .load
+                .server_metrics
+                .into_iter()
+                .filter(|m| keep(&m.cell))
+                .collect();
+            // Rewrite with complete cells only: a half-run cell runs again from scratch.
+            let mut text = String::new();
+            text.push_str(&Record::Run(old_run.clone()).to_line());
+            text.push_str(&Record::LoadPlan(plan.clone()).to_line());
+            for c in &cells {
+                for r in requests.iter().filter(|r| r.cell.same(&c.cell)) {
+                    text.push_str(&Record::Request(Box::new(r.clone())).to_line());
+                }
+                for m in metrics.iter().filter(|m| m.cell.same(&c.cell)) {
+                    text.push_str(&Record::ServerMetrics(m.clone()).to_line());
+                }
+                text.push_str(&Record::Cell(Box::new(c.clone())).to_line());
+            }
+            crate::report::write_atomic(path, &text)?;
+            eprintln!(
+                "resuming {}: {} complete cells kept",
+                path.display(),
+                cells.len()
+            );
+            let (w, _) = ResultWriter::resume(path, &old_run)?;
+            Ok((w, old_run, cells, (requests, metrics)))
+        }
+        Some(path) => {
+            let mut w = ResultWriter::create(path)?;
+            header(&mut w, &run)?;
+            Ok((w, run, Vec::new(), (Vec::new(), Vec::new())))
+        }
+        None => Ok((
+            ResultWriter::none(),
+            run,
+            Vec::new(),
+            (Vec::new(), Vec::new()),
+        )),
+    }
+}
+
+/// Run one cell (or return it from the resumed file).
+async fn run_cell(
+    ctx: &mut Ctx,
+    key: CellKey,
+    load: Load,
+    budget: Budget,
+    tail: &SharedTail,
+) -> anyhow::Result<CellRecord> {
+    if let Some(c) = ctx.done.iter().find(|c| c.cell.same(&key)) {
+        let c = c.clone();
+        ctx.out.cells.push(c.clone());
+        return Ok(c);
+    }
+    let start = Instant::now();
+    let in_flight = InFlight::default();
+    let (tx, rx) = mpsc::unbounded_channel::<Record>();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let scraper = ctx.metrics.then(|| {
+        tokio::spawn(telemetry::scrape_cell(
+            ctx.http.clone(),
+            key,
+            start,
+            in_flight.clone(),
+            tx.clone(),
+            stop_rx,
+        ))
+    });
+    let shot = Arc::new(Shot {
+        backend: ctx.backend.clone(),
+        tail: tail.clone(),
+        output_tokens: ctx.plan.output_tokens,
+        deadline: ctx.deadline,
+        cell: key,
+    });
+    let heads = ctx.heads.clone();
+    let send = move |slot: run::Slot| {
+        let shot = shot.clone();
+        let head = heads.next();
+        async move { Record::Request(Box::new(shot.fire(slot, head).await)) }
+    };
+    let runner = tokio::spawn(run::run(load, budget, start, in_flight, send, tx));
+    let drive = async move {
+        let r = runner.await;
+        let _ = stop_tx.send(true);
+        if let Some(s) = scraper {
+            let _ = s.await;
+        }
+        r
+    };
+    let (gathered, ran) = tokio::join!(ctx.collector.gather(rx), drive);
+    ran.map_err(|e| anyhow::anyhow!("the request runner failed: {e}"))?;
+    let gathered = gathered?;
+    let mut requests = Vec::new();
+    let mut scrapes = Vec::new();
+    for r in gathered.records {
+        match r {
+            Record::Request(q) => requests.push(*q),
+            Record::ServerMetrics(m) => scrapes.push(m),
+            _ => {}
+        }
+    }
+    requests.sort_by_key(|r| r.index);
+    let cell = cell::summarise(
+        key,
+        &requests.iter().collect::<Vec<_>>(),
+        &scrapes.iter().collect::<Vec<_>>(),
+        &ctx.plan.slo,
+        ctx.plan.goodput_target,
+    );
+    ctx.collector
+        .append(&Record::Cell(Box::new(cell.clone())))?;
+    ctx.collector.sync()?;
+    eprintln!("{}", render::progress_line(&cell));
+    for note in &cell.notes {
+        eprintln!("  note: {note}");
+    }
+    ctx.out.cells.push(cell.clone());
+    ctx.out.requests.extend(requests);
+    ctx.out.server_metrics.extend(scrapes);
+    Ok(cell)
+}
+
+/// `ctxbench report` on load files: merge, summarise, print.
+pub fn report_files(
+    args: &crate::cli::ReportArgs,
+    first: crate::resultfile::ResultFile,
+) -> anyhow::Result<u8> {
+    let mut files = vec![(args.file.display().to_string(), first)];
+    for p in &args.more {
+        let f = crate::resultfile::read(p).map_err(|e| anyhow::anyhow!("{e}"))?;
+        files.push((p.display().to_string(), f));
+    }
+    for (name, f) in &files {
+        if f.torn_tail {
+            eprintln!("note: the last line of {name} was torn (a crash mid-write) and was ignored");
+        }
+    }
+    let r = merge::merge(&files)?;
+    print!(
+        "{}",
+        render::render(&r.plan, &r.cells, &r.knees, args.format)
+    );
+    if let Some(h) = &args.html {
+        render::write_html(h, &r)?;
+    }
+    Ok(r.exit_code())
+}
+
+/// `ctxbench compare` on two load files: common cells side by side.
+pub fn compare_files(
+    args: &crate::cli::CompareArgs,
+    a: (String, crate::resultfile::ResultFile),
+    b: (String, crate::resultfile::ResultFile),
+) -> anyhow::Result<u8> {
+    let (la, lb) = (a.0.clone(), b.0.clone());
+    let ra = merge::merge(&[a])?;
+    let rb = merge::merge(&[b])?;
+    print!("{}", compare::render(&ra, &rb, (&la, &lb), args.format)?);
+    if args.html.is_some() {
+        eprintln!("note: --html is not drawn for load files yet; use `report --html` on each");
+    }
+    Ok(exit::OK)
+}

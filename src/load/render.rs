@@ -1,0 +1,400 @@
+//! Load results on stdout (table, json, csv, markdown) and as HTML: pure functions of the
+//! cell and knee records (the HTML also of the scrapes).
+
+use super::LoadResult;
+use crate::cli::Format;
+use crate::lengths::format_count;
+use crate::record::load::{CellRecord, KneeRecord, LoadPlan, Percentiles};
+use crate::report::escape::escape;
+use crate::report::plot::{Chart, Point, ScaleKind, Series, Unit};
+use std::path::Path;
+
+const COLUMNS: &[&str] = &[
+    "context",
+    "load",
+    "sent",
+    "ok",
+    "failed",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "ttft_sched_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p99_ms",
+    "itl_p99_ms",
+    "e2e_p50_s",
+    "late_p99_ms",
+    "output_tps",
+    "req_per_s",
+    "goodput_rps",
+    "goodput_pct",
+    "pass",
+];
+
+fn ms(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
+    p.map(|p| format!("{:.1}", f(&p) * 1e3))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.map(|v| format!("{v:.digits$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn row(c: &CellRecord) -> Vec<String> {
+    vec![
+        format_count(c.cell.context_tokens),
+        c.cell.load_label(),
+        c.sent.to_string(),
+        c.ok.to_string(),
+        c.failed.to_string(),
+        ms(c.ttft_s, |p| p.p50),
+        ms(c.ttft_s, |p| p.p99),
+        ms(c.ttft_from_schedule_s, |p| p.p99),
+        ms(c.tpot_s, |p| p.p50),
+        ms(c.tpot_s, |p| p.p99),
+        ms(c.itl_s, |p| p.p99),
+        num(c.e2e_s.map(|p| p.p50), 2),
+        ms(c.send_lateness_s, |p| p.p99),
+        num(c.output_tps, 0),
+        num(c.requests_per_s, 2),
+        num(c.goodput_rps, 2),
+        num(c.goodput_fraction.map(|f| f * 100.0), 0),
+        if c.meets_target { "yes" } else { "no" }.into(),
+    ]
+}
+
+fn knee_row(k: &KneeRecord) -> Vec<String> {
+    let v = |x: Option<f64>| x.map(|x| format!("{x}")).unwrap_or_else(|| "-".into());
+    vec![
+        format_count(k.context_tokens),
+        v(k.knee),
+        v(k.first_miss),
+        v(k.planned),
+        k.planned_from.clone().unwrap_or_else(|| "-".into()),
+        v(k.queue_onset),
+    ]
+}
+
+const KNEE_COLUMNS: &[&str] = &[
+    "context",
+    "knee",
+    "first_miss",
+    "planned",
+    "planned_from",
+    "queue_onset",
+];
+
+/// The summary in `format`.
+pub fn render(
+    plan: &LoadPlan,
+    cells: &[CellRecord],
+    knees: &[KneeRecord],
+    format: Format,
+) -> String {
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({"plan": plan, "cells": cells, "knees": knees});
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            )
+        }
+        Format::Csv => {
+            let mut s = COLUMNS.join(",") + "\n";
+            for c in cells {
+                s.push_str(&row(c).join(","));
+                s.push('\n');
+            }
+            s
+        }
+        Format::Markdown => {
+            let mut s = md(COLUMNS, cells.iter().map(row));
+            if !knees.is_empty() {
+                s.push('\n');
+                s.push_str(&md(KNEE_COLUMNS, knees.iter().map(knee_row)));
+            }
+            s.push_str(&notes(cells));
+            s
+        }
+        Format::Table => {
+            let mut s = table(COLUMNS, cells.iter().map(row).collect());
+            if !knees.is_empty() {
+                s.push('\n');
+                s.push_str(&table(KNEE_COLUMNS, knees.iter().map(knee_row).collect()));
+            }
+            s.push_str(&notes(cells));
+            s
+        }
+    }
+}
+
+fn notes(cells: &[CellRecord]) -> String {
+    let mut s = String::new();
+    for c in cells {
+        for n in &c.notes {
+            s.push_str(&format!(
+                "note: {} {}: {n}\n",
+                format_count(c.cell.context_tokens),
+                c.cell.load_label()
+            ));
+        }
+    }
+    s
+}
+
+fn md(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut s = format!("| {} |\n|{}\n", cols.join(" | "), "---|".repeat(cols.len()));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}
+
+fn table(cols: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut width: Vec<usize> = cols.iter().map(|c| c.len()).collect();
+    for r in &rows {
+        for (i, v) in r.iter().enumerate() {
+            width[i] = width[i].max(v.chars().count());
+        }
+    }
+    let line = |vals: Vec<String>| {
+        vals.iter()
+            .enumerate()
+            .map(|(i, v)| format!("{v:>w$}", w = width[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            + "\n"
+    };
+    let mut s = line(cols.iter().map(|c| c.to_string()).collect());
+    for r in rows {
+        s.push_str(&line(r));
+    }
+    s
+}
+
+/// One line per finished cell, on stderr.
+pub fn progress_line(c: &CellRecord) -> String {
+    format!(
+        "{:>6} {:>8}: {}/{} ok, TTFT p50 {} ms p99 {} ms, TPOT p50 {} ms, {} out tok/s, goodput {}%{}",
+        format_count(c.cell.context_tokens),
+        c.cell.load_label(),
+        c.ok,
+        c.sent,
+        ms(c.ttft_s, |p| p.p50),
+        ms(c.ttft_s, |p| p.p99),
+        ms(c.tpot_s, |p| p.p50),
+        num(c.output_tps, 0),
+        num(c.goodput_fraction.map(|f| f * 100.0), 0),
+        if c.meets_target {
+            ""
+        } else {
+            " (misses the target)"
+        }
+    )
+}
+
+fn chart(id: &str, title: &str, x: &str, y: &str, x_unit: Unit, y_unit: Unit) -> Chart {
+    Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: x.into(),
+        y_label: y.into(),
+        x_scale: ScaleKind::Linear,
+        y_scale: ScaleKind::Linear,
+        x_unit,
+        y_unit,
+        y_zero: true,
+        series: Vec::new(),
+        curves: Vec::new(),
+        empty_text: "no cells yet".into(),
+    }
+}
+
+fn load_x(c: &CellRecord) -> Option<f64> {
+    c.cell.concurrency.map(f64::from).or(c.cell.rate)
+}
+
+/// The HTML report: latency and goodput against load per length, the Pareto curve, the
+/// knee table and the server's timeline beside the client's in-flight count.
+pub fn html(r: &LoadResult) -> String {
+    let mut lengths: Vec<u64> = r.cells.iter().map(|c| c.cell.context_tokens).collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    let axis = if r.cells.iter().any(|c| c.cell.rate.is_some()) {
+        "rate (req/s)"
+    } else {
+        "concurrency"
+    };
+    let mut charts = Vec::new();
+    let series =
+        |key: &str, n: u64, color: usize, f: &dyn Fn(&CellRecord) -> Option<(f64, f64)>| {
+            let mut points: Vec<Point> = r
+                .cells
+                .iter()
+                .filter(|c| c.cell.context_tokens == n)
+                .filter_map(|c| {
+                    f(c).map(|(x, y)| Point {
+                        x,
+                        y,
+                        spread: None,
+                        tip: format!("{} {}", format_count(n), c.cell.load_label()),
+                    })
+                })
+                .collect();
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            Series {
+                key: format!("{key}-{n}"),
+                label: format!("{key} {}", format_count(n)),
+                color,
+                points,
+            }
+        };
+    let mut ttft = chart(
+        "ttft",
+        "TTFT p50 and p99 against load",
+        axis,
+        "TTFT",
+        Unit::Ratio,
+        Unit::Seconds,
+    );
+    let mut tpot = chart(
+        "tpot",
+        "TPOT p50 against load",
+        axis,
+        "TPOT",
+        Unit::Ratio,
+        Unit::Seconds,
+    );
+    let mut pareto = chart(
+        "pareto",
+        "Throughput against latency",
+        "TTFT p50",
+        "output tok/s",
+        Unit::Seconds,
+        Unit::TokensPerSecond,
+    );
+    let mut good = chart(
+        "goodput",
+        "Goodput against load",
+        axis,
+        "goodput (req/s)",
+        Unit::Ratio,
+        Unit::Ratio,
+    );
+    for (i, &n) in lengths.iter().enumerate() {
+        ttft.series.push(series("p50", n, 2 * i, &|c| {
+            Some((load_x(c)?, c.ttft_s?.p50))
+        }));
+        ttft.series.push(series("p99", n, 2 * i + 1, &|c| {
+            Some((load_x(c)?, c.ttft_s?.p99))
+        }));
+        tpot.series
+            .push(series("tpot", n, i, &|c| Some((load_x(c)?, c.tpot_s?.p50))));
+        pareto.series.push(series("tps", n, i, &|c| {
+            Some((c.ttft_s?.p50, c.output_tps?))
+        }));
+        good.series.push(series("goodput", n, i, &|c| {
+            Some((load_x(c)?, c.goodput_rps?))
+        }));
+    }
+    charts.extend([ttft, tpot, pareto, good]);
+    for c in &r.cells {
+        let scrapes: Vec<_> = r
+            .server_metrics
+            .iter()
+            .filter(|m| m.cell.same(&c.cell))
+            .collect();
+        if scrapes.is_empty() {
+            continue;
+        }
+        let mut t = chart(
+            &format!("timeline-{}-{}", c.cell.context_tokens, c.cell.load_label()),
+            &format!(
+                "{} {}: server running / waiting vs client in flight",
+                format_count(c.cell.context_tokens),
+                c.cell.load_label()
+            ),
+            "time (s)",
+            "requests",
+            Unit::Seconds,
+            Unit::Ratio,
+        );
+        let mk =
+            |key: &str,
+             color: usize,
+             f: &dyn Fn(&crate::record::load::ServerMetricsRecord) -> Option<f64>| {
+                Series {
+                    key: key.into(),
+                    label: key.into(),
+                    color,
+                    points: scrapes
+                        .iter()
+                        .filter_map(|m| {
+                            f(m).map(|y| Point {
+                                x: m.t_s,
+                                y,
+                                spread: None,
+                                tip: format!("{key} {y}"),
+                            })
+                        })
+                        .collect(),
+                }
+            };
+        t.series.push(mk("client in flight", 0, &|m| {
+            Some(m.client_in_flight as f64)
+        }));
+        t.series.push(mk("server running", 1, &|m| m.running));
+        t.series.push(mk("server waiting", 2, &|m| m.waiting));
+        t.series
+            .push(mk("KV usage x100", 3, &|m| m.kv_usage.map(|k| k * 100.0)));
+        charts.push(t);
+    }
+    let mut body = String::new();
+    body.push_str(&format!(
+        "<h1>ctxbench load</h1><p>{} · model {} · plan {} · SLO {} · goodput target {}</p>",
+        escape(&r.run.target.url),
+        escape(r.run.target.model.as_deref().unwrap_or("-")),
+        escape(&r.plan.mode),
+        escape(&super::slo::DisplaySlo(&r.plan.slo).to_string()),
+        r.plan.goodput_target
+    ));
+    body.push_str(&html_table(COLUMNS, r.cells.iter().map(row)));
+    if !r.knees.is_empty() {
+        body.push_str("<h2>Knee</h2>");
+        body.push_str(&html_table(KNEE_COLUMNS, r.knees.iter().map(knee_row)));
+    }
+    let ns = notes(&r.cells);
+    if !ns.is_empty() {
+        body.push_str(&format!("<pre>{}</pre>", escape(&ns)));
+    }
+    for c in &charts {
+        body.push_str(&c.to_svg());
+    }
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>ctxbench load</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{display:block;margin:1em 0}}</style>\
+         </head><body>{body}</body></html>\n"
+    )
+}
+
+fn html_table(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut s = String::from("<table><tr>");
+    for c in cols {
+        s.push_str(&format!("<th>{}</th>", escape(c)));
+    }
+    s.push_str("</tr>");
+    for r in rows {
+        s.push_str("<tr>");
+        for v in r {
+            s.push_str(&format!("<td>{}</td>", escape(&v)));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    s
+}
+
+pub fn write_html(path: &Path, r: &LoadResult) -> anyhow::Result<()> {
+    crate::report::write_atomic(path, &html(r))
+}

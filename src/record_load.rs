@@ -1,0 +1,211 @@
+//! Load-file records (`ctxbench load`): per request, per scrape, per cell, per knee. Added
+//! beside the sweep's records so old files read unchanged.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// p50/p90/p99 (and mean, max, count) of one quantity.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub mean: f64,
+    pub max: f64,
+    pub n: u64,
+}
+
+/// Latency bounds a request must meet to count toward goodput.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Slo {
+    pub ttft_s: Option<f64>,
+    pub tpot_s: Option<f64>,
+    pub e2e_s: Option<f64>,
+}
+
+/// The load plan, so that `report` can merge files of the same plan and `--resume` can
+/// refuse a different one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoadPlan {
+    /// `closed`, `open` or `knee`.
+    pub mode: String,
+    pub lengths: Vec<u64>,
+    #[serde(default)]
+    pub concurrency: Vec<u32>,
+    #[serde(default)]
+    pub rates: Vec<f64>,
+    pub arrival: Option<String>,
+    pub max_concurrency: Option<u32>,
+    pub requests: Option<u64>,
+    pub duration_s: Option<f64>,
+    pub output_tokens: u64,
+    pub slo: Slo,
+    pub goodput_target: f64,
+    pub seed: u64,
+}
+
+/// Which cell a record belongs to: a length and either a concurrency or a rate.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct CellKey {
+    pub context_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+}
+
+impl CellKey {
+    pub fn same(&self, other: &CellKey) -> bool {
+        self.context_tokens == other.context_tokens
+            && self.concurrency == other.concurrency
+            && self.rate.map(f64::to_bits) == other.rate.map(f64::to_bits)
+    }
+
+    /// `c=8` or `r=2/s`.
+    pub fn load_label(&self) -> String {
+        match (self.concurrency, self.rate) {
+            (Some(c), _) => format!("c={c}"),
+            (_, Some(r)) => format!("r={r}/s"),
+            _ => "-".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestFailure {
+    pub kind: String,
+    pub message: String,
+}
+
+/// One request of a load cell. Times are seconds; `*_s` offsets are from the cell's start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RequestRecord {
+    #[serde(flatten)]
+    pub cell: CellKey,
+    /// Send order within the cell.
+    pub index: u64,
+    /// When it should have been sent (open loop); equal to `sent_s` in a closed loop.
+    pub scheduled_s: f64,
+    pub sent_s: f64,
+    /// From the actual send.
+    pub ttft_s: Option<f64>,
+    /// From the scheduled send: what a user arriving on schedule waited.
+    pub ttft_from_schedule_s: Option<f64>,
+    /// (E2E − TTFT) / (output − 1).
+    pub tpot_s: Option<f64>,
+    pub e2e_s: Option<f64>,
+    pub e2e_from_schedule_s: Option<f64>,
+    /// When it ended (success or failure), from the cell's start.
+    pub ended_s: Option<f64>,
+    /// Per arrival (stream event after the first): the gap divided over its tokens.
+    #[serde(default)]
+    pub itl_s: Vec<f64>,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// Whether the request went over a kept-alive connection; null when the HTTP client
+    /// does not say.
+    pub conn_reused: Option<bool>,
+    pub ok: bool,
+    pub error: Option<RequestFailure>,
+    pub server_timings: Option<Value>,
+}
+
+impl RequestRecord {
+    pub fn timed_out(&self) -> bool {
+        self.error.as_ref().is_some_and(|e| e.kind == "timeout")
+    }
+}
+
+/// One scrape of the server's Prometheus metrics, beside the client's in-flight count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ServerMetricsRecord {
+    #[serde(flatten)]
+    pub cell: CellKey,
+    /// Since the cell's start.
+    pub t_s: f64,
+    pub client_in_flight: u64,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// KV-cache usage, 0..1.
+    pub kv_usage: Option<f64>,
+    /// Cumulative since server start.
+    pub preemptions_total: Option<f64>,
+    pub prefix_cache_hits_total: Option<f64>,
+    pub prefix_cache_queries_total: Option<f64>,
+}
+
+/// What the server's metrics said over a cell.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ServerCell {
+    pub scrapes: u64,
+    pub running_max: Option<f64>,
+    pub waiting_max: Option<f64>,
+    pub kv_usage_max: Option<f64>,
+    /// Preemptions during the cell (counter delta).
+    pub preemptions: Option<f64>,
+    /// First scrape with waiting > 0, since the cell's start.
+    pub queue_onset_s: Option<f64>,
+    /// Median of client in-flight − (running + waiting) over scrapes.
+    pub client_excess_median: Option<f64>,
+}
+
+/// One finished cell.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct CellRecord {
+    #[serde(flatten)]
+    pub cell: CellKey,
+    pub sent: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Failures that were timeouts (also counted in `failed`).
+    pub timed_out: u64,
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
+    /// First send to last end.
+    pub duration_s: f64,
+    /// Steady state: in flight at the target (closed loop) or the arrival span (open).
+    pub window_start_s: f64,
+    pub window_s: f64,
+    pub ramp_up_s: f64,
+    pub drain_s: f64,
+    pub ttft_s: Option<Percentiles>,
+    pub ttft_from_schedule_s: Option<Percentiles>,
+    pub tpot_s: Option<Percentiles>,
+    pub itl_s: Option<Percentiles>,
+    pub e2e_s: Option<Percentiles>,
+    pub e2e_from_schedule_s: Option<Percentiles>,
+    /// sent − scheduled.
+    pub send_lateness_s: Option<Percentiles>,
+    pub output_tps: Option<f64>,
+    pub input_tps: Option<f64>,
+    pub requests_per_s: Option<f64>,
+    pub goodput_rps: Option<f64>,
+    /// Requests meeting every SLO / requests finished (failures count as misses).
+    pub goodput_fraction: Option<f64>,
+    pub meets_target: bool,
+    pub in_flight_mean: Option<f64>,
+    pub server: Option<ServerCell>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One length's knee: the largest load meeting the SLOs at the goodput target.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct KneeRecord {
+    pub context_tokens: u64,
+    /// `concurrency` or `rate`.
+    pub axis: String,
+    /// None when even the smallest load missed.
+    pub knee: Option<f64>,
+    /// The smallest load tried that missed.
+    pub first_miss: Option<f64>,
+    /// Concurrent requests of this length the server's pool holds (capacity planner).
+    pub planned: Option<f64>,
+    pub planned_from: Option<String>,
+    /// Smallest load at which the server reported waiting requests.
+    pub queue_onset: Option<f64>,
+    /// (load, goodput fraction) per probe, in probe order.
+    pub probes: Vec<(f64, f64)>,
+}

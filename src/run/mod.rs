@@ -1,0 +1,13 @@
+//! One request runner for every mode: closed-loop workers under a concurrency limit or an
+//! open-loop schedule of absolute send times, every finished request sent over a channel to
+//! one collector that writes the result file and feeds the histograms.
+
+pub mod collector;
+pub mod hist;
+pub mod runner;
+pub mod schedule;
+pub mod target;
+
+pub use collector::Collector;
+pub use runner::{Budget, Load, Slot, run};
+pub use schedule::Arrival;

@@ -1,0 +1,265 @@
+//! Drives requests: closed loop (N workers, each sending its next request when the previous
+//! ends) or open loop (absolute send times, optionally capped). Every request is sent and
+//! accounted for; a late send is recorded as late, never shifted or dropped.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+/// How requests are offered.
+#[derive(Debug, Clone)]
+pub enum Load {
+    /// `concurrency` workers back to back.
+    Closed { concurrency: usize },
+    /// Send offsets from the start (see `schedule::schedule`); with a cap, a request that
+    /// finds `max_concurrency` in flight waits for a slot (its lateness is recorded).
+    Open {
+        at: Vec<Duration>,
+        max_concurrency: Option<usize>,
+        /// Sleep until this much before a send, then spin: tokio's timer wheel has 1 ms
+        /// ticks, too coarse for send times. Zero under paused time (tests).
+        spin: Duration,
+    },
+}
+
+/// When a closed loop stops starting requests (an open loop sends its whole schedule).
+#[derive(Debug, Clone, Copy)]
+pub enum Budget {
+    Requests(u64),
+    Duration(Duration),
+}
+
+/// One request as the runner hands it to the sender.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slot {
+    /// 0-based, in send order.
+    pub index: u64,
+    /// When it should have been sent (open loop), or when its worker was free (closed).
+    pub scheduled: Duration,
+    /// When it was sent; both since the cell's start.
+    pub sent: Duration,
+    /// The cell's start, for timing what follows.
+    pub start: Instant,
+}
+
+/// The client's own count of requests in flight, readable while the cell runs.
+#[derive(Debug, Clone, Default)]
+pub struct InFlight(Arc<AtomicU64>);
+
+impl InFlight {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Run one cell: every request is `send(slot)`, whose output goes to `tx` (to the
+/// collector). Returns when every request has finished.
+pub async fn run<T, F, Fut>(
+    load: Load,
+    budget: Budget,
+    start: Instant,
+    in_flight: InFlight,
+    send: F,
+    tx: mpsc::UnboundedSender<T>,
+) where
+    T: Send + 'static,
+    F: Fn(Slot) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let send = Arc::new(send);
+    match load {
+        Load::Closed { concurrency } => {
+            let next = Arc::new(AtomicU64::new(0));
+            let mut workers = JoinSet::new();
+            for _ in 0..concurrency.max(1) {
+                let (send, tx, next, in_flight) =
+                    (send.clone(), tx.clone(), next.clone(), in_flight.clone());
+                workers.spawn(async move {
+                    loop {
+                        let now = start.elapsed();
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let more = match budget {
+                            Budget::Requests(n) => index < n,
+                            Budget::Duration(d) => now < d,
+                        };
+                        if !more {
+                            break;
+                        }
+                        let slot = Slot {
+                            index,
+                            scheduled: now,
+                            sent: now,
+                            start,
+                        };
+                        let out = timed(&in_flight, send(slot)).await;
+                        if tx.send(out).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            while workers.join_next().await.is_some() {}
+        }
+        Load::Open {
+            at,
+            max_concurrency,
+            spin,
+        } => {
+            let cap = max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1))));
+            let mut tasks = JoinSet::new();
+            for (i, &offset) in at.iter().enumerate() {
+                wait_until(start + offset, spin).await;
+                let (send, tx, cap, in_flight) =
+                    (send.clone(), tx.clone(), cap.clone(), in_flight.clone());
+                tasks.spawn(async move {
+                    // Semaphore permits are granted in FIFO order: capped requests keep
+                    // their schedule order.
+                    let _permit = match &cap {
+                        Some(c) => c.clone().acquire_owned().await.ok(),
+                        None => None,
+                    };
+                    let slot = Slot {
+                        index: i as u64,
+                        scheduled: offset,
+                        sent: start.elapsed(),
+                        start,
+                    };
+                    let out = timed(&in_flight, send(slot)).await;
+                    let _ = tx.send(out);
+                });
+                while tasks.try_join_next().is_some() {}
+            }
+            while tasks.join_next().await.is_some() {}
+        }
+    }
+}
+
+async fn timed<T>(in_flight: &InFlight, work: impl Future<Output = T>) -> T {
+    in_flight.0.fetch_add(1, Ordering::Relaxed);
+    let out = work.await;
+    in_flight.0.fetch_sub(1, Ordering::Relaxed);
+    out
+}
+
+/// Sleep until `spin` before `target`, then spin to it.
+async fn wait_until(target: Instant, spin: Duration) {
+    if spin.is_zero() {
+        tokio::time::sleep_until(target).await;
+        return;
+    }
+    if let Some(early) = target.checked_sub(spin)
+        && Instant::now() < early
+    {
+        tokio::time::sleep_until(early).await;
+    }
+    while Instant::now() < target {
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Served = std::pin::Pin<Box<dyn Future<Output = (Slot, Duration, Duration)> + Send>>;
+
+    /// A fake server that takes `cost` per request, serving at most `servers` at once.
+    fn fake(cost: Duration, servers: usize) -> impl Fn(Slot) -> Served + Send + Sync + 'static {
+        let sem = Arc::new(Semaphore::new(servers));
+        move |slot: Slot| -> Served {
+            let sem = sem.clone();
+            Box::pin(async move {
+                let _p = sem.acquire().await.unwrap();
+                let began = slot.start.elapsed();
+                tokio::time::sleep(cost).await;
+                (slot, began, slot.start.elapsed())
+            })
+        }
+    }
+
+    async fn collect<T>(mut rx: mpsc::UnboundedReceiver<T>) -> Vec<T> {
+        let mut v = Vec::new();
+        while let Some(x) = rx.recv().await {
+            v.push(x);
+        }
+        v
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closed_loop_keeps_n_in_flight_and_sends_every_request() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        run(
+            Load::Closed { concurrency: 4 },
+            Budget::Requests(10),
+            start,
+            InFlight::default(),
+            fake(Duration::from_millis(100), 100),
+            tx,
+        )
+        .await;
+        let mut out = collect(rx).await;
+        out.sort_by_key(|o| o.0.index);
+        assert_eq!(out.len(), 10);
+        let sends: Vec<u64> = out.iter().map(|o| o.0.sent.as_millis() as u64).collect();
+        assert_eq!(sends, vec![0, 0, 0, 0, 100, 100, 100, 100, 200, 200]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn open_loop_sends_on_schedule_even_when_the_server_is_slow() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let at: Vec<Duration> = (0..20).map(|i| Duration::from_millis(10 * i)).collect();
+        run(
+            Load::Open {
+                at: at.clone(),
+                max_concurrency: None,
+                spin: Duration::ZERO,
+            },
+            Budget::Requests(0),
+            Instant::now(),
+            InFlight::default(),
+            fake(Duration::from_millis(500), 1),
+            tx,
+        )
+        .await;
+        let out = collect(rx).await;
+        assert_eq!(out.len(), 20);
+        for (slot, _, _) in &out {
+            assert_eq!(
+                slot.sent, slot.scheduled,
+                "open loop never waits for the server"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cap_delays_sends_and_the_delay_is_recorded() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let at: Vec<Duration> = (0..6).map(|i| Duration::from_millis(10 * i)).collect();
+        run(
+            Load::Open {
+                at,
+                max_concurrency: Some(2),
+                spin: Duration::ZERO,
+            },
+            Budget::Requests(0),
+            Instant::now(),
+            InFlight::default(),
+            fake(Duration::from_millis(100), 100),
+            tx,
+        )
+        .await;
+        let mut out = collect(rx).await;
+        out.sort_by_key(|o| o.0.index);
+        let late: Vec<u64> = out
+            .iter()
+            .map(|o| (o.0.sent - o.0.scheduled).as_millis() as u64)
+            .collect();
+        // Slots free at 100, 110, 200, 210: requests 2..5 wait for them, in order.
+        assert_eq!(late, vec![0, 0, 80, 80, 160, 160]);
+    }
+}
