@@ -218,8 +218,14 @@ async fn a_capped_open_loop_shows_coordinated_omission_and_says_so() {
         .iter()
         .map(|q| q.sent_s - q.scheduled_s)
         .collect();
+    // The engine batches the two admitted requests, so slots free in pairs and a pair is
+    // sent together (its second member 10 ms less late): lateness grows across the cap.
     assert!(
-        late.windows(2).filter(|w| w[1] < w[0]).count() < 5,
+        late.iter()
+            .zip(late.iter().skip(2))
+            .filter(|(a, b)| b < a)
+            .count()
+            < 5,
         "lateness grows: {late:?}"
     );
     assert!(

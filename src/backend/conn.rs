@@ -2,27 +2,45 @@
 //! client's connector, so TTFT's clock can start when the request is handed to a ready
 //! connection and each sample can say whether its connection was new.
 //!
-//! Attribution is by the count of connections made during a request's send, which is exact
-//! for the sweep's one-request-at-a-time measuring.
+//! Whether a request's connection was new comes from its local address (the transport's
+//! `HttpInfo` on the response): the first request seen on an address opened it, exact at any
+//! concurrency. Connect time and the ready instant come from the connector and are
+//! attributed only to a send that had the client to itself (no other send in flight while
+//! it connected), since the connector cannot say which request a connection was made for.
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Connections made so far and the last one's timing.
+/// Connections made so far and the last one's timing, and the sends in flight.
 #[derive(Debug, Default)]
 pub struct ConnLog {
     inner: Mutex<Made>,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Made {
     count: u64,
     last_connect: Duration,
     last_ready: Option<Instant>,
+    /// Sends begun so far, and those not yet answered.
+    sends: u64,
+    in_flight: u64,
+    /// Local addresses of connections a response has come back on.
+    seen: HashSet<SocketAddr>,
+}
+
+/// Taken as a send begins; hand it back with [`ConnLog::finish`] or [`ConnLog::abandon`].
+#[derive(Debug)]
+pub struct Mark {
+    count: u64,
+    sends: u64,
+    others_in_flight: u64,
 }
 
 /// The connection one request went out on.
@@ -37,28 +55,48 @@ pub struct ConnUse {
 }
 
 impl ConnLog {
-    fn made(&self) -> Made {
-        *self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Made> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A mark to take before sending.
-    pub fn mark(&self) -> u64 {
-        self.made().count
+    /// A send begins.
+    pub fn begin(&self) -> Mark {
+        let mut m = self.lock();
+        m.sends += 1;
+        m.in_flight += 1;
+        Mark {
+            count: m.count,
+            sends: m.sends,
+            others_in_flight: m.in_flight - 1,
+        }
     }
 
-    /// What the request sent since `mark` went out on.
-    pub fn since(&self, mark: u64) -> ConnUse {
-        let m = self.made();
-        let new = m.count > mark;
+    /// A send that got no response (it is retried or has failed).
+    pub fn abandon(&self, _mark: Mark) {
+        let mut m = self.lock();
+        m.in_flight = m.in_flight.saturating_sub(1);
+    }
+
+    /// The response to the send of `mark` came back over the connection at `local`.
+    pub fn finish(&self, mark: Mark, local: Option<SocketAddr>) -> ConnUse {
+        let mut m = self.lock();
+        m.in_flight = m.in_flight.saturating_sub(1);
+        let made_since = m.count - mark.count;
+        let new = match local {
+            Some(addr) => m.seen.insert(addr),
+            None => made_since > 0,
+        };
+        // Alone: nobody else was sending, so the one connection made is this send's.
+        let alone = mark.others_in_flight == 0 && m.sends == mark.sends && made_since == 1;
         ConnUse {
             new,
-            connect: new.then_some(m.last_connect),
-            ready_at: if new { m.last_ready } else { None },
+            connect: (new && alone).then_some(m.last_connect),
+            ready_at: if new && alone { m.last_ready } else { None },
         }
     }
 
     fn record(&self, took: Duration, ready: Instant) {
-        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.lock();
         m.count += 1;
         m.last_connect = took;
         m.last_ready = Some(ready);

@@ -258,7 +258,7 @@ impl Http {
         };
         let mut retried = false;
         let (sent, conn, resp) = loop {
-            let mark = self.conns.mark();
+            let mark = self.conns.begin();
             let sent = Instant::now();
             match self
                 .request(reqwest::Method::POST, path)
@@ -271,14 +271,24 @@ impl Http {
                 Ok(resp) => {
                     // TTFT's clock starts when the request is handed to a ready
                     // connection: a new one's connect time is recorded, not counted.
-                    let conn = self.conns.since(mark);
+                    let local = resp
+                        .extensions()
+                        .get::<hyper_util::client::legacy::connect::HttpInfo>()
+                        .map(|i| i.local_addr());
+                    let conn = self.conns.finish(mark, local);
                     let handed = conn.ready_at.map_or(sent, |r| r.max(sent));
                     break (handed, conn, resp);
                 }
                 // A pooled keep-alive connection the server closed just as it was reused:
                 // the request never reached it, so sending it once more is safe.
-                Err(e) if !retried && is_stale_connection(&e) => retried = true,
-                Err(e) => return Err(self.connect_error(e)),
+                Err(e) if !retried && is_stale_connection(&e) => {
+                    self.conns.abandon(mark);
+                    retried = true;
+                }
+                Err(e) => {
+                    self.conns.abandon(mark);
+                    return Err(self.connect_error(e));
+                }
             }
         };
         let status = resp.status();

@@ -494,6 +494,11 @@ impl Scheduler {
             if self.running.len() >= self.config.max_running.max(1) {
                 break;
             }
+            // No request joins a step that began before it arrived: a step loop that wakes
+            // late on a loaded machine plans a step whose start is already past.
+            if front.arrival_s > now_s {
+                break;
+            }
             let hit = self.pool.matched(&front.keys, front.prompt.len() as u64);
             let prefill_len = front.prompt.len() as u64 + front.produced;
             let prompt_pages = self.pool.pages_for(prefill_len) - hit as u64;
