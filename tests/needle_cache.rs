@@ -3,12 +3,9 @@
 
 mod common;
 use common::proxy::LimitHidingProxy;
-use common::{flags, has, rel, sim, sweep};
+use common::{SCHED_WAIT_S, TRANSPORT_S, flags, has, rel, sim, sweep};
 use ctxbench::cli::Format;
 use ctxbench::record::flag;
-
-/// As in tests/sweep_sim.rs: TTFT also holds a loopback round trip and JSON handling.
-const PREFILL_TOL: f64 = 0.10;
 
 // ---------------------------------------------------------------------------------------
 // needles
@@ -41,24 +38,22 @@ async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
         assert!(s.ttft_s.unwrap() >= t.prefill_s, "{s:?} vs {t:?}");
         assert!(s.decode_tps.is_some());
     }
-    // Prefill agrees with the cost model; per point (median of the three depths), so one
-    // scheduling hiccup on the shared 2-core machine does not decide it.
+    // TTFT agrees with the cost model's prefill; per point (median of the three depths), so
+    // one scheduling hiccup does not decide it. What lies between them is what separates any
+    // client timestamp from a server's: transport and waits for a core on a loaded 2-core
+    // machine (the llama-server peer's bounds).
     for n in [4096u64, 16384] {
-        let med = |xs: Vec<f64>| ctxbench::stats::median(&xs).unwrap();
-        let measured = med(r
+        let gaps: Vec<f64> = r
             .samples
             .iter()
-            .filter(|s| s.context_tokens == n)
-            .map(|s| s.prefill_tps.unwrap())
-            .collect());
-        let truth = med(truth
-            .iter()
-            .filter(|t| t.prompt_tokens == n)
-            .map(|t| t.prefill_tps())
-            .collect());
+            .zip(&truth)
+            .filter(|(s, _)| s.context_tokens == n)
+            .map(|(s, t)| s.ttft_s.unwrap() - t.prefill_s)
+            .collect();
+        let gap = ctxbench::stats::median(&gaps).unwrap();
         assert!(
-            rel(measured, truth) < PREFILL_TOL,
-            "{n}: prefill {measured:.0} vs {truth:.0}"
+            (0.0..TRANSPORT_S + SCHED_WAIT_S).contains(&gap),
+            "{n}: TTFT − simulated prefill = {gap} s"
         );
     }
     for p in &r.summary.points {

@@ -192,6 +192,14 @@ pub async fn probe_url(url: &str) -> ctxbench::backend::detect::ServerInfo {
         .expect("probe")
 }
 
+/// What separates a client timestamp from the server's own, when nothing waits for a core:
+/// loopback send and receive, task queueing and slot launch in llama-server (measured
+/// 0.7 ms at 1k, 3.5 ms at 16k with the host prompt cache off, see `llama::LlamaServer::start`).
+pub const TRANSPORT_S: f64 = 0.010;
+/// A wait for a core that the other load takes, regardless of the server's step: measured
+/// under compile load, a wake-up lagged 14 ms beyond two 1.5 ms steps (1k gap 16.7 ms) and
+/// a last chunk 10.5 ms beyond a 4.5 ms step (16k decode window −15 ms); doubled.
+pub const SCHED_WAIT_S: f64 = 0.030;
 /// Relative difference |a − b| / b.
 pub fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
