@@ -3,8 +3,8 @@
 //! connection and each sample can say whether its connection was new.
 //!
 //! Whether a request's connection was new comes from its local address (the transport's
-//! `HttpInfo` on the response): the first request seen on an address opened it, exact at any
-//! concurrency. Connect time and the ready instant come from the connector and are
+//! `HttpInfo` on the response) together with the connector's count: a connection was made
+//! during the send, and no measured request has come back over that address before. Connect time and the ready instant come from the connector and are
 //! attributed only to a send that had the client to itself (no other send in flight while
 //! it connected), since the connector cannot say which request a connection was made for.
 
@@ -82,10 +82,13 @@ impl ConnLog {
         let mut m = self.lock();
         m.in_flight = m.in_flight.saturating_sub(1);
         let made_since = m.count - mark.count;
-        let new = match local {
-            Some(addr) => m.seen.insert(addr),
-            None => made_since > 0,
-        };
+        // A connection is new to this send when one was made during it and its address had
+        // not carried a measured request before (other requests — health checks, probes —
+        // also open connections that a later send reuses).
+        let new = made_since > 0 && local.is_none_or(|addr| m.seen.insert(addr));
+        if let Some(addr) = local {
+            m.seen.insert(addr);
+        }
         // Alone: nobody else was sending, so the one connection made is this send's.
         let alone = mark.others_in_flight == 0 && m.sends == mark.sends && made_since == 1;
         ConnUse {
