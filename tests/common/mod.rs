@@ -6,6 +6,7 @@ pub mod bin;
 pub mod llama;
 pub mod proxy;
 pub mod sim_http;
+pub mod text_backend;
 
 use clap::Parser;
 use ctxbench::cli::{Cli, Command, SweepArgs};
