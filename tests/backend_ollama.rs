@@ -3,7 +3,7 @@
 //! flagged, server durations as truth, early stops without `ignore_eos`.
 
 mod common;
-use common::text_backend::{DEADLINE, needle_early_stop, post_ok, text_request};
+use common::text_backend::{DEADLINE, needle_early_stop, persona, post_ok, text_request};
 use common::{rel, sim, sweep};
 use ctxbench::backend::http::Http;
 use ctxbench::backend::ollama::{NumCtx, Ollama, RELOAD_S};
@@ -32,8 +32,7 @@ async fn ps(url: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_finds_ollama_its_model_and_the_real_limit() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--context-length", "65536"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("ollama", &["--context-length", "65536"]).await;
     let info = detect::probe(&http).await.unwrap();
     assert_eq!(info.kind, detect::ServerKind::Ollama);
     assert_eq!(info.model.as_deref(), Some("ctxbench-sim"));
@@ -54,8 +53,7 @@ async fn probe_finds_ollama_its_model_and_the_real_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_8k_request_without_num_ctx_is_flagged_truncated() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.05"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("ollama", &["--ollama-load-s", "0.05"]).await;
     let naive = Ollama::new(
         http,
         "ctxbench-sim".into(),
@@ -168,8 +166,7 @@ async fn the_default_sweep_sets_num_ctx_warms_up_and_measures_the_full_8k() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_inside_a_measured_request_is_flagged() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.3"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (_server, http) = persona("ollama", &["--ollama-load-s", "0.3"]).await;
     let o = Ollama::new(
         http.clone(),
         "ctxbench-sim".into(),
@@ -206,8 +203,7 @@ async fn answers_shorter_than_asked_are_early_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_persona_speaks_ndjson_and_truncates_by_default() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.05"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("ollama", &["--ollama-load-s", "0.05"]).await;
     let long = "the ".repeat(5000);
     let body = json!({"model": "ctxbench-sim", "prompt": long, "raw": true,
         "options": {"num_predict": 3}});
@@ -256,18 +252,18 @@ async fn faults_in_the_ndjson_stream_are_errors() {
         ("error_event", "server_error_event"),
         ("no_final", "incomplete"),
     ] {
-        let server = sim(&[
-            "--persona",
+        let (_server, http) = persona(
             "ollama",
-            "--ollama-load-s",
-            "0",
-            "--fault-rate",
-            "1",
-            "--fault-kinds",
-            kind,
-        ])
+            &[
+                "--ollama-load-s",
+                "0",
+                "--fault-rate",
+                "1",
+                "--fault-kinds",
+                kind,
+            ],
+        )
         .await;
-        let http = Http::new(&server.url(), None).unwrap();
         let o = Ollama::new(
             http,
             "ctxbench-sim".into(),

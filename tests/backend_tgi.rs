@@ -3,7 +3,7 @@
 //! anything is sent.
 
 mod common;
-use common::text_backend::{needle_early_stop, post_ok, text_request};
+use common::text_backend::{needle_early_stop, persona, post_ok, text_request};
 use common::{rel, sim, sweep, sweep_args};
 use ctxbench::backend::http::Http;
 use ctxbench::backend::tgi::Tgi;
@@ -143,16 +143,7 @@ async fn info_limits_are_enforced_before_sending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backend_refuses_what_info_forbids() {
     let _timing = common::timing_lock().await;
-    let server = sim(&[
-        "--persona",
-        "tgi",
-        "--context-length",
-        "4096",
-        "--max-running",
-        "1",
-    ])
-    .await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("tgi", &["--context-length", "4096", "--max-running", "1"]).await;
     let info = detect::probe(&http).await.unwrap();
     let tgi = Tgi::new(http, &info);
     let long = "the ".repeat(4200);
@@ -191,8 +182,7 @@ async fn the_backend_refuses_what_info_forbids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_validation_errors_are_context_errors() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "tgi", "--context-length", "2048"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (_server, http) = persona("tgi", &["--context-length", "2048"]).await;
     let mut info = detect::probe(&http).await.unwrap();
     // As if /info had not said: the server's own check must still be understood.
     info.context_length = None;
@@ -224,16 +214,7 @@ async fn answers_shorter_than_asked_are_early_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_persona_streams_like_tgi() {
     let _timing = common::timing_lock().await;
-    let server = sim(&[
-        "--persona",
-        "tgi",
-        "--context-length",
-        "1024",
-        "--spec",
-        "3",
-    ])
-    .await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("tgi", &["--context-length", "1024", "--spec", "3"]).await;
     let body = serde_json::json!({"inputs": "the river", "parameters": {"max_new_tokens": 5, "details": true}});
     let text = post_ok(&http, "/generate_stream", &body).await;
     assert!(!text.contains("[DONE]"), "{text}");

@@ -4,6 +4,7 @@
 use ctxbench::backend::http::Http;
 use ctxbench::backend::{GenRequest, Prompt};
 use ctxbench::record::{Sample, flag};
+use ctxbench::sim::SimServer;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -48,4 +49,11 @@ pub async fn needle_early_stop(url: &str) -> Sample {
     assert!(s.flags.contains(&flag::EARLY_STOP), "{:?}", s.flags);
     assert!(s.needle.as_ref().unwrap().ok, "{:?}", s.needle);
     s
+}
+
+/// The simulator as `name` (a persona) with `flags`, and a client for it.
+pub async fn persona(name: &str, flags: &[&str]) -> (SimServer, Http) {
+    let server = super::sim(&[&["--persona", name], flags].concat()).await;
+    let http = Http::new(&server.url(), None).unwrap();
+    (server, http)
 }
