@@ -5,7 +5,6 @@
 mod common;
 use common::text_backend::{needle_early_stop, persona, post_ok, text_request};
 use common::{rel, sim, sweep, sweep_args};
-use ctxbench::backend::http::Http;
 use ctxbench::backend::tgi::Tgi;
 use ctxbench::backend::{Backend, RequestError, detect};
 
@@ -20,20 +19,16 @@ const DECODE_TOL: f64 = 0.10;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_reads_info() {
     let _timing = common::timing_lock().await;
-    let server = sim(&[
-        "--persona",
-        "tgi",
+    let flags = [
         "--context-length",
         "8192",
         "--tgi-max-input-tokens",
         "6000",
         "--max-running",
         "4",
-    ])
-    .await;
-    let info = detect::probe(&Http::new(&server.url(), None).unwrap())
-        .await
-        .unwrap();
+    ];
+    let (_server, http) = persona("tgi", &flags).await;
+    let info = detect::probe(&http).await.unwrap();
     assert_eq!(info.kind, detect::ServerKind::Tgi);
     assert_eq!(info.model.as_deref(), Some("ctxbench-sim"));
     assert_eq!(info.context_length, Some(8192));
