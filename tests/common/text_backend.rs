@@ -34,17 +34,7 @@ pub async fn post_ok(http: &Http, path: &str, body: &Value) -> String {
 /// One 1k needle sample asking more than the simulated model's longest natural answer
 /// (40 tokens) without `ignore_eos`: it is flagged an early stop, its answer still checked.
 pub async fn needle_early_stop(url: &str) -> Sample {
-    let flags = [
-        "--lengths",
-        "1k",
-        "--reps",
-        "1",
-        "--output-tokens",
-        "64",
-        "--needle",
-        "--no-warmup",
-    ];
-    let r = super::sweep(url, &flags).await;
+    let r = super::flags("1k", 1, 64).with(&["--needle"]).run(url).await;
     let s = r.samples[0].clone();
     assert!(s.flags.contains(&flag::EARLY_STOP), "{:?}", s.flags);
     assert!(s.needle.as_ref().unwrap().ok, "{:?}", s.needle);
