@@ -229,3 +229,17 @@ pub async fn timing_lock() -> TimingGuard {
         _across_processes: file,
     }
 }
+
+/// The backend for `api` on the server at `url`, as the command line connects (completions
+/// endpoint, model and key left to the probe).
+pub async fn connect(url: &str, api: ctxbench::choices::ApiChoice) -> ctxbench::backend::Connected {
+    ctxbench::backend::connect(
+        url,
+        api,
+        ctxbench::choices::Endpoint::Completions,
+        None,
+        None,
+    )
+    .await
+    .unwrap()
+}
