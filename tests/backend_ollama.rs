@@ -3,17 +3,17 @@
 //! flagged, server durations as truth, early stops without `ignore_eos`.
 
 mod common;
+use common::text_backend::{DEADLINE, needle_early_stop, persona, post_ok, text_request};
 use common::{rel, sim, sweep};
 use ctxbench::backend::http::Http;
 use ctxbench::backend::ollama::{NumCtx, Ollama, RELOAD_S};
-use ctxbench::backend::{Backend, GenRequest, Prompt, detect};
+use ctxbench::backend::{Backend, detect};
 use ctxbench::cli::{CacheBust, Method};
 use ctxbench::prompt::NonceSource;
 use ctxbench::record::flag;
 use ctxbench::sweep::prompts::PromptSource;
 use ctxbench::sweep::session::{Outcome, Session};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 /// Relative tolerance on prefill tok/s: TTFT also holds a loopback round trip, the upload
 /// of the prompt and JSON handling (~1-2 ms against a ≥ 300 ms simulated 8k prefill here),
@@ -23,7 +23,6 @@ const PREFILL_TOL: f64 = 0.10;
 /// timer error from adding up, but one late last event on a loaded 2-core machine costs a
 /// few ms of a ~150 ms decode.
 const DECODE_TOL: f64 = 0.10;
-const DEADLINE: Duration = Duration::from_secs(60);
 
 async fn ps(url: &str) -> Value {
     let http = Http::new(url, None).unwrap();
@@ -33,8 +32,7 @@ async fn ps(url: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_finds_ollama_its_model_and_the_real_limit() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--context-length", "65536"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("ollama", &["--context-length", "65536"]).await;
     let info = detect::probe(&http).await.unwrap();
     assert_eq!(info.kind, detect::ServerKind::Ollama);
     assert_eq!(info.model.as_deref(), Some("ctxbench-sim"));
@@ -55,8 +53,7 @@ async fn probe_finds_ollama_its_model_and_the_real_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_8k_request_without_num_ctx_is_flagged_truncated() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.05"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("ollama", &["--ollama-load-s", "0.05"]).await;
     let naive = Ollama::new(
         http,
         "ctxbench-sim".into(),
@@ -169,35 +166,19 @@ async fn the_default_sweep_sets_num_ctx_warms_up_and_measures_the_full_8k() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_inside_a_measured_request_is_flagged() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.3"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (_server, http) = persona("ollama", &["--ollama-load-s", "0.3"]).await;
     let o = Ollama::new(
         http.clone(),
         "ctxbench-sim".into(),
         Some(131_072),
         NumCtx::Cover,
     );
-    let req = GenRequest {
-        prompt: Prompt::Text("the river runs past the old mill ".repeat(50)),
-        max_tokens: 8,
-        ignore_eos: true,
-        cache_prompt: false,
-        deadline: DEADLINE,
-    };
+    let req = text_request("the river runs past the old mill ".repeat(50), 8);
     let first = o.generate(&req).await.unwrap();
     assert!(first.flags.is_empty(), "the warm-up took the load");
     let other = json!({"model": "ctxbench-sim", "prompt": "hi", "raw": true, "stream": false,
         "options": {"num_ctx": 512, "num_predict": 1}});
-    let (status, _) = http
-        .call(
-            reqwest::Method::POST,
-            "/api/generate",
-            Some(&other),
-            DEADLINE,
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
+    post_ok(&http, "/api/generate", &other).await;
     let second = o.generate(&req).await.unwrap();
     assert_eq!(second.flags, vec![flag::MODEL_RELOAD]);
     let load = second.server_timings.unwrap()["load_duration"]
@@ -213,24 +194,7 @@ async fn a_reload_inside_a_measured_request_is_flagged() {
 async fn answers_shorter_than_asked_are_early_stops() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.05"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "1",
-            "--output-tokens",
-            // Beyond the simulated model's longest natural answer (40 tokens).
-            "64",
-            "--needle",
-            "--no-warmup",
-        ],
-    )
-    .await;
-    let s = &r.samples[0];
-    assert!(s.flags.contains(&flag::EARLY_STOP), "{:?}", s.flags);
-    assert!(s.needle.as_ref().unwrap().ok, "{:?}", s.needle);
+    let s = needle_early_stop(&server.url()).await;
     assert!(!s.valid);
 }
 
@@ -239,21 +203,11 @@ async fn answers_shorter_than_asked_are_early_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_persona_speaks_ndjson_and_truncates_by_default() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "ollama", "--ollama-load-s", "0.05"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("ollama", &["--ollama-load-s", "0.05"]).await;
     let long = "the ".repeat(5000);
     let body = json!({"model": "ctxbench-sim", "prompt": long, "raw": true,
         "options": {"num_predict": 3}});
-    let (status, text) = http
-        .call(
-            reqwest::Method::POST,
-            "/api/generate",
-            Some(&body),
-            DEADLINE,
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
+    let text = post_ok(&http, "/api/generate", &body).await;
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -283,15 +237,7 @@ async fn the_persona_speaks_ndjson_and_truncates_by_default() {
     // `stream: false`: one object, the whole response in it.
     let whole = json!({"model": "ctxbench-sim", "prompt": "the river", "raw": true,
         "stream": false, "options": {"num_predict": 3}});
-    let (_, text) = http
-        .call(
-            reqwest::Method::POST,
-            "/api/generate",
-            Some(&whole),
-            DEADLINE,
-        )
-        .await
-        .unwrap();
+    let text = post_ok(&http, "/api/generate", &whole).await;
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["done"], true);
     assert_eq!(v["eval_count"], 3);
@@ -306,34 +252,25 @@ async fn faults_in_the_ndjson_stream_are_errors() {
         ("error_event", "server_error_event"),
         ("no_final", "incomplete"),
     ] {
-        let server = sim(&[
-            "--persona",
+        let (_server, http) = persona(
             "ollama",
-            "--ollama-load-s",
-            "0",
-            "--fault-rate",
-            "1",
-            "--fault-kinds",
-            kind,
-        ])
+            &[
+                "--ollama-load-s",
+                "0",
+                "--fault-rate",
+                "1",
+                "--fault-kinds",
+                kind,
+            ],
+        )
         .await;
-        let http = Http::new(&server.url(), None).unwrap();
         let o = Ollama::new(
             http,
             "ctxbench-sim".into(),
             Some(131_072),
             NumCtx::ServerDefault,
         );
-        let err = o
-            .generate(&GenRequest {
-                prompt: Prompt::Text("the river".into()),
-                max_tokens: 4,
-                ignore_eos: true,
-                cache_prompt: false,
-                deadline: DEADLINE,
-            })
-            .await
-            .unwrap_err();
+        let err = o.generate(&text_request("the river", 4)).await.unwrap_err();
         assert_eq!(err.kind(), want, "{kind}: {err}");
     }
 }

@@ -3,12 +3,10 @@
 //! anything is sent.
 
 mod common;
+use common::text_backend::{needle_early_stop, persona, post_ok, text_request};
 use common::{rel, sim, sweep, sweep_args};
-use ctxbench::backend::http::Http;
 use ctxbench::backend::tgi::Tgi;
-use ctxbench::backend::{Backend, GenRequest, Prompt, RequestError, detect};
-use ctxbench::record::flag;
-use std::time::Duration;
+use ctxbench::backend::{Backend, RequestError, detect};
 
 /// Relative tolerance on prefill tok/s: TTFT also holds a loopback round trip, the upload of
 /// a text prompt and its tokenization by the server (a few ms on a loaded 2-core machine,
@@ -17,25 +15,20 @@ const PREFILL_TOL: f64 = 0.10;
 /// Relative tolerance on decode tok/s: absolute-deadline sleeps keep timer error from
 /// adding up; one late last event on a loaded 2-core machine costs a few ms of ~150 ms.
 const DECODE_TOL: f64 = 0.10;
-const DEADLINE: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_reads_info() {
     let _timing = common::timing_lock().await;
-    let server = sim(&[
-        "--persona",
-        "tgi",
+    let flags = [
         "--context-length",
         "8192",
         "--tgi-max-input-tokens",
         "6000",
         "--max-running",
         "4",
-    ])
-    .await;
-    let info = detect::probe(&Http::new(&server.url(), None).unwrap())
-        .await
-        .unwrap();
+    ];
+    let (_server, http) = persona("tgi", &flags).await;
+    let info = detect::probe(&http).await.unwrap();
     assert_eq!(info.kind, detect::ServerKind::Tgi);
     assert_eq!(info.model.as_deref(), Some("ctxbench-sim"));
     assert_eq!(info.context_length, Some(8192));
@@ -145,40 +138,30 @@ async fn info_limits_are_enforced_before_sending() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backend_refuses_what_info_forbids() {
     let _timing = common::timing_lock().await;
-    let server = sim(&[
-        "--persona",
-        "tgi",
-        "--context-length",
-        "4096",
-        "--max-running",
-        "1",
-    ])
-    .await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("tgi", &["--context-length", "4096", "--max-running", "1"]).await;
     let info = detect::probe(&http).await.unwrap();
     let tgi = Tgi::new(http, &info);
     let long = "the ".repeat(4200);
     let ids = tgi.tokenize(&long).await.unwrap().unwrap();
     assert_eq!(ids.len(), 4201, "BOS and one token per vocabulary word");
-    let req = |text: &str, max_tokens| GenRequest {
-        prompt: Prompt::Text(text.to_string()),
-        max_tokens,
-        ignore_eos: true,
-        cache_prompt: false,
-        deadline: DEADLINE,
-    };
-    let err = tgi.generate(&req(&long, 16)).await.unwrap_err();
+    let err = tgi
+        .generate(&text_request(long.as_str(), 16))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, RequestError::ContextExceeded(m) if m.contains("max_input_tokens")),
         "{err}"
     );
-    let err = tgi.generate(&req("the river", 4096)).await.unwrap_err();
+    let err = tgi
+        .generate(&text_request("the river", 4096))
+        .await
+        .unwrap_err();
     assert!(matches!(&err, RequestError::ContextExceeded(m) if m.contains("max_total_tokens")));
     assert!(server.truth().is_empty(), "refused before sending");
 
     // Two at once against max_concurrent_requests 1: one is refused without being sent.
     let text = "the river runs ".repeat(300);
-    let both = req(&text, 64);
+    let both = text_request(text, 64);
     let (a, b) = tokio::join!(tgi.generate(&both), tgi.generate(&both));
     let failed: Vec<_> = [&a, &b]
         .into_iter()
@@ -194,21 +177,14 @@ async fn the_backend_refuses_what_info_forbids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_validation_errors_are_context_errors() {
     let _timing = common::timing_lock().await;
-    let server = sim(&["--persona", "tgi", "--context-length", "2048"]).await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (_server, http) = persona("tgi", &["--context-length", "2048"]).await;
     let mut info = detect::probe(&http).await.unwrap();
     // As if /info had not said: the server's own check must still be understood.
     info.context_length = None;
     info.max_input_tokens = None;
     let tgi = Tgi::new(http, &info);
     let err = tgi
-        .generate(&GenRequest {
-            prompt: Prompt::Text("the ".repeat(3000)),
-            max_tokens: 16,
-            ignore_eos: true,
-            cache_prompt: false,
-            deadline: DEADLINE,
-        })
+        .generate(&text_request("the ".repeat(3000), 16))
         .await
         .unwrap_err();
     assert!(
@@ -224,24 +200,7 @@ async fn server_validation_errors_are_context_errors() {
 async fn answers_shorter_than_asked_are_early_stops() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "tgi"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "1",
-            // Beyond the simulated model's longest natural answer (40 tokens).
-            "--output-tokens",
-            "64",
-            "--needle",
-            "--no-warmup",
-        ],
-    )
-    .await;
-    let s = &r.samples[0];
-    assert!(s.flags.contains(&flag::EARLY_STOP), "{:?}", s.flags);
-    assert!(s.needle.as_ref().unwrap().ok);
+    let s = needle_early_stop(&server.url()).await;
     assert_eq!(s.prompt_tokens, Some(1024), "exact with a needle too");
 }
 
@@ -250,27 +209,9 @@ async fn answers_shorter_than_asked_are_early_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_persona_streams_like_tgi() {
     let _timing = common::timing_lock().await;
-    let server = sim(&[
-        "--persona",
-        "tgi",
-        "--context-length",
-        "1024",
-        "--spec",
-        "3",
-    ])
-    .await;
-    let http = Http::new(&server.url(), None).unwrap();
+    let (server, http) = persona("tgi", &["--context-length", "1024", "--spec", "3"]).await;
     let body = serde_json::json!({"inputs": "the river", "parameters": {"max_new_tokens": 5, "details": true}});
-    let (status, text) = http
-        .call(
-            reqwest::Method::POST,
-            "/generate_stream",
-            Some(&body),
-            DEADLINE,
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
+    let text = post_ok(&http, "/generate_stream", &body).await;
     assert!(!text.contains("[DONE]"), "{text}");
     let events: Vec<serde_json::Value> = text
         .split("\n\n")
@@ -289,11 +230,7 @@ async fn the_persona_streams_like_tgi() {
     assert!(last["generated_text"].is_string());
     assert!(events[..4].iter().all(|e| e["generated_text"].is_null()));
 
-    let (status, whole) = http
-        .call(reqwest::Method::POST, "/generate", Some(&body), DEADLINE)
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
+    let whole = post_ok(&http, "/generate", &body).await;
     let whole: serde_json::Value = serde_json::from_str(&whole).unwrap();
     assert_eq!(whole["details"]["generated_tokens"], 5, "{whole}");
     assert_eq!(
@@ -303,16 +240,7 @@ async fn the_persona_streams_like_tgi() {
 
     let over =
         serde_json::json!({"inputs": "the ".repeat(1100), "parameters": {"max_new_tokens": 5}});
-    let (status, text) = http
-        .call(
-            reqwest::Method::POST,
-            "/generate_stream",
-            Some(&over),
-            DEADLINE,
-        )
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
+    let text = post_ok(&http, "/generate_stream", &over).await;
     assert!(text.contains("\"error_type\":\"validation\""), "{text}");
     assert!(server.truth().iter().all(|t| t.prompt_tokens <= 1024));
 }

@@ -3,20 +3,12 @@
 //! overflow it, so exactly ⌊pool / prefix⌋ distinct prefixes fit.
 
 mod common;
-use ctxbench::cli::{ApiChoice, Endpoint};
+use ctxbench::cli::ApiChoice;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_search_finds_how_many_prefixes_the_pool_keeps() {
     let server = common::sim(&["--context-length", "8192"]).await;
-    let conn = ctxbench::backend::connect(
-        &server.url(),
-        ApiChoice::Auto,
-        Endpoint::Completions,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let conn = common::connect(&server.url(), ApiChoice::Auto).await;
     let backend = conn.backend.as_ref();
     let mut prompts = ctxbench::sweep::prompts::PromptSource::prepare(
         backend,

@@ -188,15 +188,7 @@ async fn evicted_turns(
     api: ctxbench::cli::ApiChoice,
 ) -> (Vec<ctxbench::record::Sample>, Vec<String>) {
     let server = sim(sim_flags).await;
-    let conn = ctxbench::backend::connect(
-        &server.url(),
-        api,
-        ctxbench::cli::Endpoint::Completions,
-        None,
-        None,
-    )
-    .await
-    .unwrap();
+    let conn = common::connect(&server.url(), api).await;
     let reports = conn.info.reports_cached_tokens == Some(true);
     let backend = EvictAfterPriming(conn.backend);
     let prompts = ctxbench::sweep::prompts::PromptSource::prepare(

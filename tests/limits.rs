@@ -4,8 +4,8 @@
 mod common;
 use common::proxy::LimitHidingProxy;
 use common::{flags, has, probe_url, rel, sim};
-use ctxbench::backend::{GenRequest, Prompt, connect};
-use ctxbench::cli::{ApiChoice, Endpoint, Format};
+use ctxbench::backend::{GenRequest, Prompt};
+use ctxbench::cli::{ApiChoice, Format};
 use ctxbench::record::flag;
 use std::time::Duration;
 
@@ -108,15 +108,7 @@ async fn over_long_prompt_is_context_exceeded_with_the_servers_message() {
         vec!["--context-length", "2048"],
     ] {
         let server = sim(&flags).await;
-        let conn = connect(
-            &server.url(),
-            ApiChoice::Auto,
-            Endpoint::Completions,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
+        let conn = common::connect(&server.url(), ApiChoice::Auto).await;
         let req = GenRequest {
             prompt: Prompt::Text("the river runs past the mill ".repeat(600)),
             max_tokens: 16,

@@ -5,9 +5,8 @@
 mod common;
 
 use common::sim_http::*;
+use ctxbench::backend::prometheus::{Exposition, read};
 use ctxbench::sim::RequestTruth;
-use openmetrics_parser::prometheus::parse_prometheus;
-use openmetrics_parser::{MetricsExposition, PrometheusType, PrometheusValue};
 
 /// The simulator as `persona`, cheap costs unless `flags` sets them.
 async fn start_as(persona: &str, flags: &[&str]) -> SimServer {
@@ -26,42 +25,42 @@ async fn complete(http: &reqwest::Client, url: &str, prompt: &[u32], max_tokens:
     resp.json().await.unwrap()
 }
 
-type Metrics = MetricsExposition<PrometheusType, PrometheusValue>;
-
-async fn scrape(http: &reqwest::Client, url: &str) -> Metrics {
+async fn scrape(http: &reqwest::Client, url: &str) -> Exposition {
     let response = http.get(format!("{url}/metrics")).send().await.unwrap();
     let text = response.text().await.unwrap();
-    parse_prometheus(&text).unwrap_or_else(|e| panic!("/metrics does not parse: {e:?}\n{text}"))
+    let m = read(&text);
+    assert!(
+        m.unreadable.is_empty(),
+        "/metrics does not parse: {:?}\n{text}",
+        m.unreadable
+    );
+    m
 }
 
 /// The one sample of a counter or gauge.
-fn scalar(m: &Metrics, name: &str) -> f64 {
-    let family = m
-        .families
-        .get(name)
-        .unwrap_or_else(|| panic!("{name} missing"));
-    let samples = family.iter_samples().collect::<Vec<_>>();
-    assert_eq!(samples.len(), 1, "{name}");
-    match &samples[0].value {
-        PrometheusValue::Counter(c) => c.value.as_f64(),
-        PrometheusValue::Gauge(g) => g.as_f64(),
-        PrometheusValue::Unknown(u) => u.as_f64(),
-        other => panic!("{name} is not a scalar: {other:?}"),
-    }
+fn scalar(m: &Exposition, name: &str) -> f64 {
+    let values = m.scalars(name).collect::<Vec<_>>();
+    assert_eq!(
+        values.len(),
+        1,
+        "{name} missing or not one scalar: {values:?}"
+    );
+    values[0]
 }
 
-fn histogram_count(m: &Metrics, name: &str) -> u64 {
-    let family = m
-        .families
-        .get(name)
+fn histogram_count(m: &Exposition, name: &str) -> u64 {
+    let sample = m
+        .samples
+        .iter()
+        .find(|s| s.metric == name)
         .unwrap_or_else(|| panic!("{name} missing"));
-    let sample = family.iter_samples().next().unwrap();
+    let count = scalar(m, &format!("{name}_count"));
     match &sample.value {
-        PrometheusValue::Histogram(h) => {
-            let inf = h.buckets.last().unwrap();
-            assert!(inf.upper_bound.is_infinite());
-            assert_eq!(inf.count.as_f64() as u64, h.count.unwrap());
-            h.count.unwrap()
+        prometheus_parse::Value::Histogram(buckets) => {
+            let inf = buckets.last().unwrap();
+            assert!(inf.less_than.is_infinite());
+            assert_eq!(inf.count, count);
+            count as u64
         }
         other => panic!("{name} is not a histogram: {other:?}"),
     }

@@ -100,19 +100,7 @@ async fn a_sample_without_a_count_is_checked_by_timing_whatever_the_server_claim
         .route("/generate", post(generate))
         .with_state(seen.clone());
     let fake = Fake::start(app).await;
-    let r = sweep(
-        &fake.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "4",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = common::flags("1k", 3, 4).run(&fake.url()).await;
     assert_eq!(r.samples.len(), 3, "{:?}", r.errors);
     assert!(r.samples[..2].iter().all(|s| s.valid), "{:?}", r.samples);
     let third = &r.samples[2];

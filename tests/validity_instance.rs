@@ -73,19 +73,7 @@ async fn a_restart_seen_in_prometheus_metrics_is_flagged() {
         .route("/v1/completions", post(completions))
         .with_state(state.clone());
     let fake = Fake::start(app).await;
-    let r = common::sweep(
-        &fake.url(),
-        &[
-            "--lengths",
-            "1k",
-            "--reps",
-            "3",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = common::flags("1k", 3, 8).run(&fake.url()).await;
     assert_eq!(r.samples.len(), 3, "{:?}", r.errors);
     let flagged: Vec<bool> = r
         .samples

@@ -5,18 +5,12 @@
 
 mod common;
 use assert_cmd::Command;
-use common::{sim, sweep};
+use common::{SweepFlags, flags, sim};
 use ctxbench::record::flag;
 
-const FLAGS: &[&str] = &[
-    "--lengths",
-    "1k",
-    "--reps",
-    "3",
-    "--output-tokens",
-    "8",
-    "--no-warmup",
-];
+fn three_1k() -> SweepFlags {
+    flags("1k", 3, 8)
+}
 
 /// Client TTFT minus the simulator's prefill over a fresh connection: one loopback round
 /// trip, JSON handling and scheduling on a loaded 2-core machine (0.6-4 ms seen), kept well
@@ -27,7 +21,7 @@ const FRESH_EXCESS_MAX_S: f64 = 0.010;
 async fn nagle_is_named_with_its_cure_and_flags_reused_samples() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--nagle"]).await;
-    let r = sweep(&server.url(), FLAGS).await;
+    let r = three_1k().run(&server.url()).await;
     let t = r
         .run
         .target
@@ -62,9 +56,10 @@ async fn nagle_is_named_with_its_cure_and_flags_reused_samples() {
 async fn fresh_connections_measure_the_server_without_the_delay() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--nagle"]).await;
-    let mut flags = FLAGS.to_vec();
-    flags.push("--fresh-connection");
-    let r = sweep(&server.url(), &flags).await;
+    let r = three_1k()
+        .with(&["--fresh-connection"])
+        .run(&server.url())
+        .await;
     let truth: Vec<_> = server
         .truth()
         .into_iter()
@@ -88,7 +83,7 @@ async fn fresh_connections_measure_the_server_without_the_delay() {
 async fn with_tcp_nodelay_reused_connections_are_fine_and_recorded() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
-    let r = sweep(&server.url(), FLAGS).await;
+    let r = three_1k().run(&server.url()).await;
     let t = r.run.target.checks.transport.clone().unwrap();
     assert!(!t.delayed, "{t:?}");
     assert!(t.cure.is_none());

@@ -80,17 +80,7 @@ async fn prometheus_start(http: &Http) -> Option<InstanceMarker> {
 
 /// The value of an unlabelled (or first labelled) sample of `name` in Prometheus text.
 pub fn prometheus_value(text: &str, name: &str) -> Option<f64> {
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        let rest = l.strip_prefix(name)?;
-        let rest = match rest.strip_prefix('{') {
-            Some(labels) => &labels[labels.find('}')? + 1..],
-            None => rest,
-        };
-        if !rest.starts_with([' ', '\t']) {
-            return None;
-        }
-        rest.split_whitespace().next()?.parse::<f64>().ok()
-    })
+    super::prometheus::read(text).scalars(name).next()
 }
 
 async fn get_json(http: &Http, path: &str) -> Option<Value> {

@@ -129,12 +129,8 @@ impl StreamFold for Events {
         Ok(true)
     }
 
-    fn finish(mut self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
-        if !complete {
-            return Err(RequestError::Incomplete);
-        }
-        self.out.e2e = elapsed;
-        Ok(self.out)
+    fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        super::completed(self.out, complete, elapsed)
     }
 }
 

@@ -10,6 +10,7 @@ pub mod llamacpp;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;
+pub mod prometheus;
 pub mod sglang;
 pub mod shared;
 pub mod sse;
@@ -160,6 +161,19 @@ pub(crate) trait StreamFold {
     fn on_item(&mut self, at: Duration, item: &sse::SseItem) -> Result<bool, RequestError>;
     /// The completion, or why the stream did not make one.
     fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError>;
+}
+
+/// A fold's completion once its stream has ended: `Incomplete` unless it ended `complete`.
+pub(crate) fn completed(
+    mut out: Completion,
+    complete: bool,
+    elapsed: Duration,
+) -> Result<Completion, RequestError> {
+    if !complete {
+        return Err(RequestError::Incomplete);
+    }
+    out.e2e = elapsed;
+    Ok(out)
 }
 
 /// POST a generation request and fold its stream.

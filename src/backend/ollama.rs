@@ -13,7 +13,7 @@
 
 use super::http::Http;
 use super::ndjson::NdjsonParser;
-use super::{Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent};
+use super::{Backend, Completion, Flush, GenRequest, RequestError, StreamEvent};
 use crate::record::flag;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -182,20 +182,8 @@ impl Backend for Ollama {
     }
 
     async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let shared;
-        let text = match &req.prompt {
-            Prompt::Text(t) => t,
-            Prompt::Shared(p) if p.to_text().is_some() => {
-                shared = p.to_text().unwrap_or_default();
-                &shared
-            }
-            _ => {
-                return Err(RequestError::Http {
-                    status: 0,
-                    message: "Ollama's /api/generate takes text prompts only".into(),
-                });
-            }
-        };
+        let text = req.prompt.text_only("Ollama's /api/generate")?;
+        let text: &str = &text;
         let bytes = text.len() as u64;
         let window = match self.num_ctx {
             NumCtx::Cover => Some(self.window_for(bytes, req.max_tokens)),
@@ -381,12 +369,8 @@ impl Pieces {
         Ok(true)
     }
 
-    fn finish(mut self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
-        if !complete {
-            return Err(RequestError::Incomplete);
-        }
-        self.out.e2e = elapsed;
-        Ok(self.out)
+    fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        super::completed(self.out, complete, elapsed)
     }
 }
 

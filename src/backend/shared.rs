@@ -162,6 +162,19 @@ impl Prompt {
             Prompt::Shared(p) => p.tail.is_text,
         }
     }
+
+    /// The prompt as text, for a `route` (named in the error) that takes nothing else.
+    pub fn text_only(&self, route: &str) -> Result<std::borrow::Cow<'_, str>, RequestError> {
+        let text = match self {
+            Prompt::Text(t) => Some(std::borrow::Cow::Borrowed(t.as_str())),
+            Prompt::Shared(p) => p.to_text().map(std::borrow::Cow::Owned),
+            Prompt::Ids(_) => None,
+        };
+        text.ok_or_else(|| RequestError::Http {
+            status: 0,
+            message: format!("{route} takes text prompts only"),
+        })
+    }
 }
 
 #[cfg(test)]

@@ -128,20 +128,8 @@ impl Backend for Tgi {
     }
 
     async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let shared;
-        let text = match &req.prompt {
-            Prompt::Text(t) => t,
-            Prompt::Shared(p) if p.to_text().is_some() => {
-                shared = p.to_text().unwrap_or_default();
-                &shared
-            }
-            _ => {
-                return Err(RequestError::Http {
-                    status: 0,
-                    message: "TGI's /generate_stream takes text prompts only".into(),
-                });
-            }
-        };
+        let text = req.prompt.text_only("TGI's /generate_stream")?;
+        let text: &str = &text;
         self.check_limits(self.known_length(text), req.max_tokens)?;
         let _permit = self.permit()?;
         let body = json!({
@@ -261,12 +249,8 @@ impl StreamFold for Tokens {
         Ok(true)
     }
 
-    fn finish(mut self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
-        if !complete || !self.finished {
-            return Err(RequestError::Incomplete);
-        }
-        self.out.e2e = elapsed;
-        Ok(self.out)
+    fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        super::completed(self.out, complete && self.finished, elapsed)
     }
 }
 

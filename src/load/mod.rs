@@ -21,7 +21,7 @@ use crate::record::load::{
 };
 use crate::record::{Record, RunConfig, RunRecord, Target};
 use crate::run::{self, Arrival, Budget, Collector, Load, runner::InFlight, schedule};
-use crate::sweep::prompts::PromptSource;
+use crate::sweep::prompts::{Built, PromptSource};
 use crate::sweep::writer::ResultWriter;
 use request::Shot;
 use std::sync::{Arc, Mutex};
@@ -314,14 +314,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     // Warm-up, excluded: connections and the server's first-request costs.
     {
         let n = 256.min(lengths[0]);
-        let built = prompts
-            .build(
-                ctx.backend.as_ref(),
-                n,
-                Some(&mut NonceSource::from_entropy()),
-                None,
-            )
-            .await?;
+        let built = fresh_prompt(&mut prompts, ctx.backend.as_ref(), n).await?;
         let req = backend::GenRequest {
             prompt: built.prompt,
             max_tokens: args.output_tokens.min(4),
@@ -334,14 +327,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         }
     }
     for (li, &n) in lengths.iter().enumerate() {
-        let built = prompts
-            .build(
-                ctx.backend.as_ref(),
-                n,
-                Some(&mut NonceSource::from_entropy()),
-                None,
-            )
-            .await?;
+        let built = fresh_prompt(&mut prompts, ctx.backend.as_ref(), n).await?;
         let tail = SharedTail::from_prompt(&built.prompt, NONCE_TOKENS);
         match &mode {
             Mode::Closed(cs) => {
@@ -400,6 +386,17 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
 }
 
 /// One closed-loop cell of `c` workers at length `n`.
+/// A prompt of `n` tokens with a nonce of its own, so no earlier request's cache covers it.
+async fn fresh_prompt(
+    prompts: &mut PromptSource,
+    backend: &dyn Backend,
+    n: u64,
+) -> anyhow::Result<Built> {
+    prompts
+        .build(backend, n, Some(&mut NonceSource::from_entropy()), None)
+        .await
+}
+
 async fn closed_cell(
     ctx: &mut Ctx,
     n: u64,

@@ -54,23 +54,10 @@ const CACHE_QUERIES: &[&str] = &[
 
 /// Parse Prometheus text exposition.
 pub fn parse(text: &str) -> Result<Snapshot, String> {
-    let lines = text.lines().map(|l| Ok(colons_out(l)));
-    let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| e.to_string())?;
+    let exposition = crate::backend::prometheus::read(text);
     let values = |names: &[&str]| -> Option<Vec<f64>> {
         names.iter().find_map(|name| {
-            let name = colons_out(name);
-            let v: Vec<f64> = scrape
-                .samples
-                .iter()
-                .filter(|s| s.metric == name)
-                .filter_map(|s| match s.value {
-                    prometheus_parse::Value::Counter(x)
-                    | prometheus_parse::Value::Gauge(x)
-                    | prometheus_parse::Value::Untyped(x) => Some(x),
-                    _ => None,
-                })
-                .filter(|x| x.is_finite())
-                .collect();
+            let v: Vec<f64> = exposition.scalars(name).filter(|x| x.is_finite()).collect();
             (!v.is_empty()).then_some(v)
         })
     };
@@ -84,27 +71,6 @@ pub fn parse(text: &str) -> Result<Snapshot, String> {
         prefix_cache_hits_total: sum(CACHE_HITS),
         prefix_cache_queries_total: sum(CACHE_QUERIES),
     })
-}
-
-/// prometheus-parse 0.2 matches metric names with `\w+`, which refuses the `:` that
-/// namespaces every SGLang and vLLM metric: spell it `__colon__` in names (before any
-/// `{` or blank) on both sides of the lookup.
-fn colons_out(line: &str) -> String {
-    let (head, rest) = if let Some(r) = line.strip_prefix('#') {
-        // `# HELP name …` / `# TYPE name …`: the name is the third word.
-        let mut parts = r.splitn(3, ' ').collect::<Vec<_>>();
-        if parts.len() == 3 {
-            let (name, tail) = parts[2].split_once(' ').unwrap_or((parts[2], ""));
-            let fixed = format!("{} {}", name.replace(':', "__colon__"), tail);
-            parts[2] = &fixed;
-            return format!("#{}", parts.join(" "));
-        }
-        return line.to_string();
-    } else {
-        let cut = line.find(['{', ' ', '\t']).unwrap_or(line.len());
-        line.split_at(cut)
-    };
-    format!("{}{rest}", head.replace(':', "__colon__"))
 }
 
 /// Whether the server has usable metrics: `Ok(false)` for a 404 or text without the

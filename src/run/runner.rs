@@ -181,29 +181,44 @@ mod tests {
         }
     }
 
-    async fn collect<T>(mut rx: mpsc::UnboundedReceiver<T>) -> Vec<T> {
+    /// Run `load` against `fake(cost, servers)`: each request's slot, service start and end,
+    /// in send order.
+    async fn served(
+        load: Load,
+        budget: Budget,
+        cost: Duration,
+        servers: usize,
+    ) -> Vec<(Slot, Duration, Duration)> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (start, in_flight) = (Instant::now(), InFlight::default());
+        run(load, budget, start, in_flight, fake(cost, servers), tx).await;
         let mut v = Vec::new();
         while let Some(x) = rx.recv().await {
             v.push(x);
         }
+        v.sort_by_key(|o| o.0.index);
         v
+    }
+
+    /// `n` sends 10 ms apart.
+    fn open_every_10ms(n: u64, max_concurrency: Option<usize>) -> Load {
+        Load::Open {
+            at: (0..n).map(|i| Duration::from_millis(10 * i)).collect(),
+            max_concurrency,
+            spin: Duration::ZERO,
+        }
     }
 
     #[tokio::test(start_paused = true)]
     async fn closed_loop_keeps_n_in_flight_and_sends_every_request() {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let start = Instant::now();
-        run(
-            Load::Closed { concurrency: 4 },
+        let closed = Load::Closed { concurrency: 4 };
+        let out = served(
+            closed,
             Budget::Requests(10),
-            start,
-            InFlight::default(),
-            fake(Duration::from_millis(100), 100),
-            tx,
+            Duration::from_millis(100),
+            100,
         )
         .await;
-        let mut out = collect(rx).await;
-        out.sort_by_key(|o| o.0.index);
         assert_eq!(out.len(), 10);
         let sends: Vec<u64> = out.iter().map(|o| o.0.sent.as_millis() as u64).collect();
         assert_eq!(sends, vec![0, 0, 0, 0, 100, 100, 100, 100, 200, 200]);
@@ -211,22 +226,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn open_loop_sends_on_schedule_even_when_the_server_is_slow() {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let at: Vec<Duration> = (0..20).map(|i| Duration::from_millis(10 * i)).collect();
-        run(
-            Load::Open {
-                at: at.clone(),
-                max_concurrency: None,
-                spin: Duration::ZERO,
-            },
+        let out = served(
+            open_every_10ms(20, None),
             Budget::Requests(0),
-            Instant::now(),
-            InFlight::default(),
-            fake(Duration::from_millis(500), 1),
-            tx,
+            Duration::from_millis(500),
+            1,
         )
         .await;
-        let out = collect(rx).await;
         assert_eq!(out.len(), 20);
         for (slot, _, _) in &out {
             assert_eq!(
@@ -238,23 +244,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_cap_delays_sends_and_the_delay_is_recorded() {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let at: Vec<Duration> = (0..6).map(|i| Duration::from_millis(10 * i)).collect();
-        run(
-            Load::Open {
-                at,
-                max_concurrency: Some(2),
-                spin: Duration::ZERO,
-            },
+        let out = served(
+            open_every_10ms(6, Some(2)),
             Budget::Requests(0),
-            Instant::now(),
-            InFlight::default(),
-            fake(Duration::from_millis(100), 100),
-            tx,
+            Duration::from_millis(100),
+            100,
         )
         .await;
-        let mut out = collect(rx).await;
-        out.sort_by_key(|o| o.0.index);
         let late: Vec<u64> = out
             .iter()
             .map(|o| (o.0.sent - o.0.scheduled).as_millis() as u64)

@@ -3,7 +3,7 @@
 //! it is produced, with the mid-stream faults the other personas have.
 
 use super::engine::{self, Flow, Job, Listener, Progress};
-use super::fault::Fault;
+use super::sse::{FaultBody, MidStream, stall};
 use super::state::{SimState, Slot};
 use super::truth::RequestTruth;
 use axum::body::Body;
@@ -15,8 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const STALL_LIMIT: Duration = Duration::from_secs(120);
-const KEEP_ALIVE_EVERY: Duration = Duration::from_millis(200);
 /// Pause before breaking the body, so hyper flushes the frames already written.
 const RESET_AFTER: Duration = Duration::from_millis(20);
 
@@ -112,35 +110,32 @@ pub trait Frames: Send {
 struct FrameListener<F> {
     out: FrameStream,
     format: F,
-    fault: Option<Fault>,
-    events: u64,
+    mid: MidStream,
     finished: bool,
-    stalled: bool,
     last: Vec<Value>,
+}
+
+impl FaultBody for FrameStream {
+    fn reset(&self) {
+        FrameStream::reset(self);
+    }
+    fn json(&self, event: &Value) -> bool {
+        FrameStream::json(self, event)
+    }
+    fn malformed(&self) -> bool {
+        FrameStream::malformed(self)
+    }
+    fn keep_alive(&self) -> bool {
+        FrameStream::keep_alive(self)
+    }
 }
 
 impl<F: Frames> Listener for FrameListener<F> {
     fn on_event(&mut self, progress: &Progress<'_>) -> Flow {
         let is_final = progress.finish.is_some();
-        // Mid-stream faults strike at the second event, or at the first if it is the last.
-        let strikes_here = self.events == 1 || (self.events == 0 && is_final);
-        self.events += 1;
-        match self.fault {
-            Some(Fault::NoFinal) if is_final => return Flow::Cut,
-            Some(Fault::Reset) if strikes_here => {
-                self.out.reset();
-                return Flow::Cut;
-            }
-            Some(Fault::Stall) if strikes_here => {
-                self.stalled = true;
-                return Flow::Cut;
-            }
-            Some(Fault::ErrorEvent) if strikes_here => {
-                self.out.json(&self.format.error("simulated failure"));
-                return Flow::Cut;
-            }
-            Some(Fault::Malformed) if strikes_here && !self.out.malformed() => return Flow::Cut,
-            _ => {}
+        let error = || self.format.error("simulated failure");
+        if let Some(flow) = self.mid.strike(is_final, &self.out, error) {
+            return flow;
         }
         let frames = self.format.event(progress);
         if is_final {
@@ -175,10 +170,8 @@ pub async fn stream_job<F: Frames, H: Send>(
     let mut listener = FrameListener {
         out,
         format,
-        fault: job.fault,
-        events: 0,
+        mid: MidStream::new(job.fault),
         finished: false,
-        stalled: false,
         last: Vec::new(),
     };
     let truth = engine::run(&state, job, &mut listener).await;
@@ -192,13 +185,8 @@ pub async fn stream_job<F: Frames, H: Send>(
         for frame in listener.last.iter().chain(&after) {
             listener.out.json(frame);
         }
-    } else if listener.stalled {
-        let until = tokio::time::Instant::now() + STALL_LIMIT;
-        while tokio::time::Instant::now() < until && listener.out.keep_alive() {
-            if !state.sleep(KEEP_ALIVE_EVERY).await {
-                break;
-            }
-        }
+    } else if listener.mid.stalled {
+        stall(&state, &listener.out).await;
     }
     drop(hold);
     drop(slot);

@@ -85,43 +85,94 @@ pub trait StreamFormat: Send {
     fn trailer(&mut self) -> Vec<Value>;
 }
 
+/// A streamed body as the mid-stream faults need it, in its own framing.
+pub(super) trait FaultBody {
+    /// Break the connection after what was written.
+    fn reset(&self);
+    /// Write one event; false once the client has gone.
+    fn json(&self, event: &Value) -> bool;
+    /// Write an event that is not JSON; false once the client has gone.
+    fn malformed(&self) -> bool;
+    /// Keep a stalled connection open; false once the client has gone.
+    fn keep_alive(&self) -> bool;
+}
+
+impl FaultBody for EventStream {
+    fn reset(&self) {
+        EventStream::reset(self);
+    }
+    fn json(&self, event: &Value) -> bool {
+        self.data(event)
+    }
+    fn malformed(&self) -> bool {
+        self.send(Bytes::from_static(b"data: {not json\n\n"))
+    }
+    fn keep_alive(&self) -> bool {
+        EventStream::keep_alive(self)
+    }
+}
+
+/// Where one stream stands with its fault: every streaming persona's listener holds one.
+pub(super) struct MidStream {
+    fault: Option<Fault>,
+    events: u64,
+    /// The stream stopped at a `stall` fault: keep the connection open, silent.
+    pub stalled: bool,
+}
+
+impl MidStream {
+    pub fn new(fault: Option<Fault>) -> MidStream {
+        MidStream {
+            fault,
+            events: 0,
+            stalled: false,
+        }
+    }
+
+    /// Called before each event is written: `Some(Flow::Cut)` when the fault ends the
+    /// stream here (after doing to `out` what it does), `None` to write the event.
+    pub fn strike(
+        &mut self,
+        is_final: bool,
+        out: &impl FaultBody,
+        error: impl FnOnce() -> Value,
+    ) -> Option<Flow> {
+        // Mid-stream faults strike at the second event, or at the first if it is the last.
+        let strikes_here = self.events == 1 || (self.events == 0 && is_final);
+        self.events += 1;
+        match self.fault {
+            Some(Fault::NoFinal) if is_final => Some(Flow::Cut),
+            Some(Fault::Reset) if strikes_here => {
+                out.reset();
+                Some(Flow::Cut)
+            }
+            Some(Fault::Stall) if strikes_here => {
+                self.stalled = true;
+                Some(Flow::Cut)
+            }
+            Some(Fault::ErrorEvent) if strikes_here => {
+                out.json(&error());
+                Some(Flow::Cut)
+            }
+            Some(Fault::Malformed) if strikes_here && !out.malformed() => Some(Flow::Cut),
+            _ => None,
+        }
+    }
+}
+
 struct StreamListener<F> {
     out: EventStream,
     format: F,
-    fault: Option<Fault>,
-    events: u64,
+    mid: MidStream,
     finished: bool,
-    stalled: bool,
 }
 
 impl<F: StreamFormat> Listener for StreamListener<F> {
     fn on_event(&mut self, progress: &Progress<'_>) -> Flow {
         let is_final = progress.finish.is_some();
-        // Mid-stream faults strike at the second event, or at the first if it is the last.
-        let strikes_here = self.events == 1 || (self.events == 0 && is_final);
-        self.events += 1;
-        match self.fault {
-            Some(Fault::NoFinal) if is_final => return Flow::Cut,
-            Some(Fault::Reset) if strikes_here => {
-                self.out.reset();
-                return Flow::Cut;
-            }
-            Some(Fault::Stall) if strikes_here => {
-                self.stalled = true;
-                return Flow::Cut;
-            }
-            Some(Fault::ErrorEvent) if strikes_here => {
-                self.out
-                    .data(&json!({"error": {"message": "simulated failure", "code": 500}}));
-                return Flow::Cut;
-            }
-            Some(Fault::Malformed) if strikes_here => {
-                let sent = self.out.send(Bytes::from_static(b"data: {not json\n\n"));
-                if !sent {
-                    return Flow::Cut;
-                }
-            }
-            _ => {}
+        let error = || json!({"error": {"message": "simulated failure", "code": 500}});
+        if let Some(flow) = self.mid.strike(is_final, &self.out, error) {
+            return flow;
         }
         if !self.out.data(&self.format.event(progress)) {
             return Flow::Cut;
@@ -139,14 +190,11 @@ pub async fn stream_job<F: StreamFormat>(
     out: EventStream,
     format: F,
 ) {
-    let fault = job.fault;
     let mut listener = StreamListener {
         out,
         format,
-        fault,
-        events: 0,
+        mid: MidStream::new(job.fault),
         finished: false,
-        stalled: false,
     };
     let truth = engine::run(&state, job, &mut listener).await;
     state.truth.push(truth);
@@ -155,14 +203,14 @@ pub async fn stream_job<F: StreamFormat>(
             listener.out.data(&event);
         }
         listener.out.done();
-    } else if listener.stalled {
+    } else if listener.mid.stalled {
         stall(&state, &listener.out).await;
     }
     drop(slot);
 }
 
-/// Keep-alive comments only, until the client leaves (or the limit).
-async fn stall(state: &SimState, out: &EventStream) {
+/// Keep-alive only, until the client leaves (or the limit).
+pub(super) async fn stall(state: &SimState, out: &impl FaultBody) {
     let until = tokio::time::Instant::now() + STALL_LIMIT;
     while tokio::time::Instant::now() < until && out.keep_alive() {
         if !state.sleep(KEEP_ALIVE_EVERY).await {

@@ -6,6 +6,7 @@ pub mod bin;
 pub mod llama;
 pub mod proxy;
 pub mod sim_http;
+pub mod text_backend;
 
 use clap::Parser;
 use ctxbench::cli::{Cli, Command, SweepArgs};
@@ -235,4 +236,18 @@ pub async fn timing_lock() -> TimingGuard {
         _in_process: in_process,
         _across_processes: file,
     }
+}
+
+/// The backend for `api` on the server at `url`, as the command line connects (completions
+/// endpoint, model and key left to the probe).
+pub async fn connect(url: &str, api: ctxbench::choices::ApiChoice) -> ctxbench::backend::Connected {
+    ctxbench::backend::connect(
+        url,
+        api,
+        ctxbench::choices::Endpoint::Completions,
+        None,
+        None,
+    )
+    .await
+    .unwrap()
 }
