@@ -53,9 +53,9 @@ pub enum Command {
 // The shared choices live in a leaf module; re-exported so `crate::cli::X` still works.
 pub use crate::choices::{ApiChoice, CacheBust, Endpoint, Format, Method};
 
+/// The target flags `sweep` and `load` share.
 #[derive(Args, Debug, Clone)]
-#[command(after_help = METRICS_HELP)]
-pub struct SweepArgs {
+pub struct TargetArgs {
     /// Server base URL; without it the built-in simulator is started on a free loopback port.
     #[arg(long)]
     pub url: Option<String>,
@@ -68,6 +68,17 @@ pub struct SweepArgs {
     /// Model name to send (default: the first one the server lists).
     #[arg(long)]
     pub model: Option<String>,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = METRICS_HELP)]
+pub struct SweepArgs {
+    /// The server (or the built-in simulator) and how to talk to it.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Context lengths, comma-separated; `k` = x1024, `max` = the server's limit minus output tokens.
     #[arg(long, default_value = "1k,2k,4k,8k,16k,32k")]
     pub lengths: String,
@@ -101,9 +112,6 @@ pub struct SweepArgs {
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
     /// Seed for nonces, needles and the simulator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -213,18 +221,9 @@ Examples:
 #[derive(Args, Debug, Clone)]
 #[command(after_help = LOAD_HELP)]
 pub struct LoadArgs {
-    /// Server base URL; without it the built-in simulator is started on a free loopback port.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Server API.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub api: ApiChoice,
-    /// For `--api openai`: which route to use.
-    #[arg(long, value_enum, default_value = "completions")]
-    pub endpoint: Endpoint,
-    /// Model name to send (default: the first one the server lists).
-    #[arg(long)]
-    pub model: Option<String>,
+    /// The server (or the built-in simulator) and how to talk to it.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Context lengths, comma-separated (`k` = x1024, `max`).
     #[arg(long, default_value = "8k,32k")]
     pub lengths: String,
@@ -279,9 +278,6 @@ pub struct LoadArgs {
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
     /// Options for the built-in simulator, when no `--url` is given.
     #[command(flatten)]
     pub sim: crate::sim::SimCostArgs,

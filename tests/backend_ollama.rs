@@ -65,7 +65,7 @@ async fn an_8k_request_without_num_ctx_is_flagged_truncated() {
         .await
         .unwrap();
     let mut session = Session {
-        backend: &naive,
+        backend: std::sync::Arc::new(naive),
         prompts,
         nonce,
         cache_bust: CacheBust::Auto,

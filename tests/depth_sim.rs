@@ -200,7 +200,7 @@ async fn evicted_turns(
     .await
     .unwrap();
     let mut session = ctxbench::sweep::session::Session {
-        backend: &backend,
+        backend: std::sync::Arc::new(backend),
         prompts,
         nonce: ctxbench::prompt::NonceSource::seeded(7),
         cache_bust: ctxbench::cli::CacheBust::Auto,

@@ -221,20 +221,18 @@ struct Ctx {
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let (mode, mut lplan, arrival) = plan(&args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
-    let key = run::target::api_key(args.api_key_env.as_deref())?;
-    let (_sim, url) = match &args.url {
-        Some(u) => (None, u.clone()),
-        None => {
-            let sim = run::target::start_sim(&args.sim, args.seed).await?;
-            let url = sim.url();
-            eprintln!(
-                "ctxbench: no --url given: loading the built-in simulator at {url} ({})",
-                sim.describe()
-            );
-            (Some(sim), url)
-        }
-    };
-    let conn = backend::connect(&url, args.api, args.endpoint, args.model.clone(), key).await?;
+    let run::target::Connection {
+        sim: _sim,
+        url,
+        conn,
+    } = run::target::connect(&args.target, &args.sim, args.seed, |sim| {
+        format!(
+            "ctxbench: no --url given: loading the built-in simulator at {} ({})",
+            sim.url(),
+            sim.describe()
+        )
+    })
+    .await?;
     let info = conn.info.clone();
     let limit = info.context_length.map(|t| crate::sweep::points::Limit {
         tokens: t,
@@ -280,7 +278,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             seed: args.seed,
             prompt_mode: prompts.mode().name().to_string(),
             rtt_s: info.rtt_s,
-            simulator: args.url.is_none().then(|| format!("{:?}", args.sim)),
+            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
             depth: None,
         },
     };

@@ -27,11 +27,11 @@ impl Collector {
     /// Take records until every sender is gone; write each as it comes.
     pub async fn gather(
         &mut self,
-        mut rx: mpsc::UnboundedReceiver<Record>,
+        rx: mpsc::UnboundedReceiver<Record>,
     ) -> anyhow::Result<Gathered> {
         let mut out = Gathered::default();
-        while let Some(r) = rx.recv().await {
-            self.writer.append(&r)?;
+        self.collect(rx, |c, r| {
+            c.writer.append(&r)?;
             if let Record::Request(q) = &r {
                 if let Some(t) = q.ttft_s {
                     out.ttft.record(t);
@@ -41,8 +41,24 @@ impl Collector {
                 }
             }
             out.records.push(r);
-        }
+            Ok(())
+        })
+        .await?;
         Ok(out)
+    }
+
+    /// Take what the runner sends until every sender is gone, handing each, in arrival
+    /// order, to `each`, which makes and writes its records (the sweep's flags and
+    /// inferences need the samples before it). An error stops the collection.
+    pub async fn collect<T>(
+        &mut self,
+        mut rx: mpsc::UnboundedReceiver<T>,
+        mut each: impl FnMut(&mut Self, T) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        while let Some(x) = rx.recv().await {
+            each(self, x)?;
+        }
+        Ok(())
     }
 
     pub fn append(&mut self, r: &Record) -> anyhow::Result<()> {

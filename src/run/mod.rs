@@ -2,12 +2,16 @@
 //! open-loop schedule of absolute send times, every finished request sent over a channel to
 //! one collector that writes the result file and feeds the histograms.
 
+pub mod closed;
 pub mod collector;
 pub mod hist;
+pub mod jobs;
 pub mod runner;
 pub mod schedule;
 pub mod target;
 
+pub use closed::run_jobs;
 pub use collector::Collector;
+pub use jobs::{Counted, Jobs, Released};
 pub use runner::{Budget, Load, Slot, run};
 pub use schedule::Arrival;

@@ -2,6 +2,8 @@
 //! ends) or open loop (absolute send times, optionally capped). Every request is sent and
 //! accounted for; a late send is recorded as late, never shifted or dropped.
 
+use super::closed::run_jobs;
+use super::jobs::Counted;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,36 +75,9 @@ pub async fn run<T, F, Fut>(
     let send = Arc::new(send);
     match load {
         Load::Closed { concurrency } => {
-            let next = Arc::new(AtomicU64::new(0));
-            let mut workers = JoinSet::new();
-            for _ in 0..concurrency.max(1) {
-                let (send, tx, next, in_flight) =
-                    (send.clone(), tx.clone(), next.clone(), in_flight.clone());
-                workers.spawn(async move {
-                    loop {
-                        let now = start.elapsed();
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        let more = match budget {
-                            Budget::Requests(n) => index < n,
-                            Budget::Duration(d) => now < d,
-                        };
-                        if !more {
-                            break;
-                        }
-                        let slot = Slot {
-                            index,
-                            scheduled: now,
-                            sent: now,
-                            start,
-                        };
-                        let out = timed(&in_flight, send(slot)).await;
-                        if tx.send(out).is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-            while workers.join_next().await.is_some() {}
+            let jobs = Counted::new(budget);
+            let send = move |slot, ()| (*send)(slot);
+            run_jobs(concurrency, jobs, start, in_flight, send, tx).await;
         }
         Load::Open {
             at,
@@ -138,7 +113,7 @@ pub async fn run<T, F, Fut>(
     }
 }
 
-async fn timed<T>(in_flight: &InFlight, work: impl Future<Output = T>) -> T {
+pub(super) async fn timed<T>(in_flight: &InFlight, work: impl Future<Output = T>) -> T {
     in_flight.0.fetch_add(1, Ordering::Relaxed);
     let out = work.await;
     in_flight.0.fetch_sub(1, Ordering::Relaxed);

@@ -1,6 +1,7 @@
 //! What every mode needs before its first request: the built-in simulator when no URL is
 //! given, and the API key from the environment.
 
+use crate::cli::TargetArgs;
 use crate::sim::{SimConfig, SimCostArgs, SimServer};
 
 /// Start the built-in simulator on a free loopback port.
@@ -25,4 +26,36 @@ pub fn api_key(var: Option<&str>) -> anyhow::Result<Option<String>> {
         }),
         None => Ok(std::env::var("OPENAI_API_KEY").ok()),
     }
+}
+
+/// A connected target, with the simulator it runs on (kept alive for the run) when no
+/// `--url` was given.
+pub struct Connection {
+    pub sim: Option<SimServer>,
+    pub url: String,
+    pub conn: crate::backend::Connected,
+}
+
+/// Connect to `--url`, or start the built-in simulator, say so (`announce`'s line), and
+/// connect to it.
+pub async fn connect(
+    target: &TargetArgs,
+    sim: &SimCostArgs,
+    seed: u64,
+    announce: impl FnOnce(&SimServer) -> String,
+) -> anyhow::Result<Connection> {
+    let key = api_key(target.api_key_env.as_deref())?;
+    let (sim, url) = match &target.url {
+        Some(u) => (None, u.clone()),
+        None => {
+            let sim = start_sim(sim, seed).await?;
+            eprintln!("{}", announce(&sim));
+            let url = sim.url();
+            (Some(sim), url)
+        }
+    };
+    let conn =
+        crate::backend::connect(&url, target.api, target.endpoint, target.model.clone(), key)
+            .await?;
+    Ok(Connection { sim, url, conn })
 }

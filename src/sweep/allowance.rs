@@ -20,7 +20,7 @@ const DRAWS: usize = 200;
 /// Tokens every prompt shares at its start because the API adds them, as the server's
 /// cached-token counts show; `None` when the server gave no count to measure with.
 pub async fn measure_api_prefix(
-    s: &mut Session<'_>,
+    s: &mut Session,
     deadline: Duration,
 ) -> Result<Option<u64>, RequestError> {
     let mut firsts = Vec::new();
@@ -30,7 +30,7 @@ pub async fn measure_api_prefix(
         for _ in 0..DRAWS {
             let b = s
                 .prompts
-                .build(s.backend, PROBE_TOKENS, Some(&mut s.nonce), None)
+                .build(s.backend.as_ref(), PROBE_TOKENS, Some(&mut s.nonce), None)
                 .await
                 .map_err(|e| RequestError::Prompt(format!("{e:#}")))?;
             let first = first_symbol(&b.prompt);

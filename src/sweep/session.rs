@@ -7,10 +7,11 @@ use crate::backend::{Backend, Completion, Flush, GenRequest, RequestError};
 use crate::choices::{CacheBust, Method};
 use crate::prompt::{Needle, NonceSource};
 use crate::record::{ErrorRecord, Sample, flag};
+use std::sync::Arc;
 use std::time::Duration;
 
-pub struct Session<'a> {
-    pub backend: &'a dyn Backend,
+pub struct Session {
+    pub backend: Arc<dyn Backend>,
     pub prompts: PromptSource,
     pub nonce: NonceSource,
     pub cache_bust: CacheBust,
@@ -26,7 +27,7 @@ pub enum Outcome {
     Error(ErrorRecord),
 }
 
-impl Session<'_> {
+impl Session {
     /// One sample at `n` tokens by `method` (`Stream` or `TwoPoint`).
     pub async fn measure(
         &mut self,
@@ -36,11 +37,7 @@ impl Session<'_> {
         needle: Option<&Needle>,
         deadline: Duration,
     ) -> Outcome {
-        let result = match method {
-            Method::TwoPoint => self.two_point(n, rep, needle, deadline).await,
-            _ => self.stream(n, rep, needle, deadline).await,
-        };
-        match result {
+        match self.sample(n, rep, method, needle, deadline).await {
             Ok(s) => Outcome::Sample(Box::new(s)),
             Err(e) => Outcome::Error(ErrorRecord {
                 context_tokens: n,
@@ -52,35 +49,27 @@ impl Session<'_> {
         }
     }
 
-    async fn stream(
+    /// `TwoPoint`: a cold 1-token request, then the cold full one; otherwise the full one.
+    async fn sample(
         &mut self,
         n: u64,
         rep: u32,
+        method: Method,
         needle: Option<&Needle>,
         deadline: Duration,
     ) -> Result<Sample, RequestError> {
-        let (c, sent, flush_failed) = self
-            .cold_request(n, self.output_tokens, needle, deadline)
-            .await?;
-        let mut s = measure::stream_sample(&c, &self.expect(n, sent, rep, needle));
-        if flush_failed {
-            s.push_flag(flag::FLUSH_FAILED);
-        }
-        Ok(s)
-    }
-
-    async fn two_point(
-        &mut self,
-        n: u64,
-        rep: u32,
-        needle: Option<&Needle>,
-        deadline: Duration,
-    ) -> Result<Sample, RequestError> {
-        let (a, _, fa) = self.cold_request(n, 1, needle, deadline).await?;
+        let first = match method {
+            Method::TwoPoint => Some(self.cold_request(n, 1, needle, deadline).await?),
+            _ => None,
+        };
         let (b, sent, fb) = self
             .cold_request(n, self.output_tokens, needle, deadline)
             .await?;
-        let mut s = measure::two_point_sample(&a, &b, &self.expect(n, sent, rep, needle));
+        let expect = self.expect(n, sent, rep, needle);
+        let (mut s, fa) = match &first {
+            Some((a, _, fa)) => (measure::two_point_sample(a, &b, &expect), *fa),
+            None => (measure::stream_sample(&b, &expect), false),
+        };
         if fa || fb {
             s.push_flag(flag::FLUSH_FAILED);
         }
@@ -114,7 +103,7 @@ impl Session<'_> {
         let nonce = self.cache_bust.uses_nonce().then_some(&mut self.nonce);
         let built = self
             .prompts
-            .build(self.backend, n, nonce, needle)
+            .build(self.backend.as_ref(), n, nonce, needle)
             .await
             .map_err(|e| RequestError::Prompt(format!("{e:#}")))?;
         let req = GenRequest {
@@ -132,7 +121,7 @@ impl Session<'_> {
     pub async fn warm_up(&mut self, n: u64, deadline: Duration) -> Result<(), RequestError> {
         let built = self
             .prompts
-            .build(self.backend, n, Some(&mut self.nonce), None)
+            .build(self.backend.as_ref(), n, Some(&mut self.nonce), None)
             .await
             .map_err(|e| RequestError::Prompt(format!("{e:#}")))?;
         let req = GenRequest {

@@ -26,7 +26,7 @@ to measure the server without it now, rerun with --fresh-connection (a new conne
 request). Samples on reused connections are flagged transport_delay";
 
 pub async fn check(
-    s: &mut Session<'_>,
+    s: &mut Session,
     fresh: &dyn Backend,
     keep_alive: &dyn Backend,
     url: &str,
@@ -89,7 +89,7 @@ enum Probe {
 
 /// TTFT of one tiny request, when it went out on the kind of connection wanted.
 async fn probe_ttft(
-    s: &mut Session<'_>,
+    s: &mut Session,
     backend: &dyn Backend,
     deadline: Duration,
     want_new: bool,

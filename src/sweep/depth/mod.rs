@@ -113,8 +113,8 @@ pub fn reuse_hints(api: &str) -> Vec<String> {
 }
 
 /// What the depth phase needs from the sweep around it.
-pub struct Turns<'a, 'b> {
-    pub session: &'a mut Session<'b>,
+pub struct Turns<'a> {
+    pub session: &'a mut Session,
     pub writer: &'a mut ResultWriter,
     pub samples: &'a mut Vec<Sample>,
     pub errors: &'a mut Vec<ErrorRecord>,
@@ -126,7 +126,7 @@ pub struct Turns<'a, 'b> {
 
 /// Prime each depth and measure its turns (the cold points at the same totals ran before,
 /// so their cache flushes cannot evict a primed prefix). Returns whether it was interrupted.
-pub async fn run(plan: &DepthPlan, t: Turns<'_, '_>) -> anyhow::Result<bool> {
+pub async fn run(plan: &DepthPlan, t: Turns<'_>) -> anyhow::Result<bool> {
     let s = plan.turn_tokens;
     for &d in &plan.depths {
         let total = d + s;
@@ -216,10 +216,15 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_, '_>) -> anyhow::Result<bool> {
 }
 
 /// A prompt of `tokens` with a fresh leading nonce, and its exact length when known.
-async fn build(session: &mut Session<'_>, tokens: u64) -> anyhow::Result<(Prompt, Option<u64>)> {
+async fn build(session: &mut Session, tokens: u64) -> anyhow::Result<(Prompt, Option<u64>)> {
     let built = session
         .prompts
-        .build(session.backend, tokens, Some(&mut session.nonce), None)
+        .build(
+            session.backend.as_ref(),
+            tokens,
+            Some(&mut session.nonce),
+            None,
+        )
         .await
         .map_err(|e| anyhow::anyhow!("building a depth prompt of {tokens} tokens: {e:#}"))?;
     Ok((built.prompt, built.sent_tokens))

@@ -1,0 +1,63 @@
+//! Finishing a sweep: the summary (with the transport notes) written last, the notes
+//! printed, and how to continue an interrupted one.
+
+use super::post::Handled;
+use super::writer::ResultWriter;
+use super::{SweepResult, transport};
+use crate::cli::SweepArgs;
+use crate::record::{Record, RunRecord};
+
+pub fn finish(
+    args: &SweepArgs,
+    run: RunRecord,
+    transport_delayed: bool,
+    writer: &mut ResultWriter,
+    handled: Handled,
+) -> anyhow::Result<SweepResult> {
+    let Handled {
+        samples,
+        errors,
+        interrupted,
+    } = handled;
+    let mut summary = crate::summary::summarize_with_fit(&samples, &errors);
+    if transport_delayed {
+        summary
+            .notes
+            .push(format!("transport delay found: {}", transport::CURE));
+    } else if args.fresh_connection
+        && run
+            .target
+            .checks
+            .transport
+            .as_ref()
+            .is_some_and(|t| t.delayed)
+    {
+        summary.notes.push(
+            "transport delay found on reused connections (the server does not set \
+             TCP_NODELAY): measured with a fresh connection per request, so no sample holds it"
+                .into(),
+        );
+    }
+    writer.append(&Record::Summary(summary.clone()))?;
+    writer.sync()?;
+    for note in &summary.notes {
+        eprintln!("note: {note}");
+    }
+    if interrupted {
+        match writer.path() {
+            Some(p) => eprintln!(
+                "interrupted: {} measurements are in {}; continue with the same command plus --resume",
+                samples.len() + errors.len(),
+                p.display()
+            ),
+            None => eprintln!("interrupted: pass --out FILE next time to be able to --resume"),
+        }
+    }
+    Ok(SweepResult {
+        run,
+        samples,
+        errors,
+        summary,
+        interrupted,
+    })
+}

@@ -1,0 +1,195 @@
+//! Preparing the target before the first measured request: its limits and the lengths they
+//! allow, the notes on what it cannot do, the prompt source, the API's own prefix (cache
+//! allowance), the transport check, and the run record that heads the result file.
+
+use super::session::Session;
+use super::{Plan, allowance, points, prompts, transport};
+use crate::backend::{Backend, Connected, detect::ServerInfo, http::strip_credentials};
+use crate::cli::SweepArgs;
+use crate::lengths::format_count;
+use crate::prompt::NonceSource;
+use crate::record::{RunConfig, RunRecord, Target};
+use std::sync::Arc;
+
+/// A target ready to measure.
+pub struct Prepared {
+    pub run: RunRecord,
+    pub session: Session,
+    /// The transport check found delayed reused connections and samples travel on them.
+    pub transport_delayed: bool,
+}
+
+pub(super) async fn prepare(
+    args: &SweepArgs,
+    plan: &Plan,
+    url: &str,
+    conn: Connected,
+) -> anyhow::Result<Prepared> {
+    let info = conn.info.clone();
+    let limit = info.context_length.map(|t| points::Limit {
+        tokens: t,
+        source: info
+            .context_source
+            .clone()
+            .unwrap_or_else(|| "server".into()),
+    });
+    if let Some(d) = &plan.depth {
+        d.check_limit(args.output_tokens, limit.as_ref())?;
+    }
+    let lengths = points::resolve(&plan.lengths, args.output_tokens, limit.as_ref())?;
+    let prompt_limit = info.max_input_tokens.map(|t| points::Limit {
+        tokens: t,
+        source: "/info max_input_tokens".into(),
+    });
+    let max_resolved = limit.as_ref().and_then(|l| {
+        let wants_max = plan.lengths.contains(&crate::lengths::LengthSpec::Max);
+        wants_max.then(|| l.tokens.saturating_sub(args.output_tokens))
+    });
+    let lengths = points::cap_prompt(lengths, max_resolved, prompt_limit.as_ref())?;
+    let reps = if args.needle {
+        args.reps.max(plan.depths.len() as u32)
+    } else {
+        args.reps
+    };
+    eprintln!("{}", describe_target(&info, &conn.model, &lengths, reps));
+    print_notes(&info);
+    let keep_alive: Arc<dyn Backend> = Arc::from(conn.backend);
+    let fresh: Arc<dyn Backend> = Arc::from(conn.fresh);
+    let backend = if args.fresh_connection {
+        fresh.clone()
+    } else {
+        keep_alive.clone()
+    };
+    let ceiling = limit
+        .as_ref()
+        .map(|l| l.tokens.saturating_sub(args.output_tokens));
+    let mut nonce = NonceSource::from_entropy();
+    let prompts =
+        prompts::PromptSource::prepare(backend.as_ref(), args.needle, ceiling, &mut nonce).await?;
+    let page = info.page_size.unwrap_or(16).max(1);
+    let mut session = Session {
+        backend: backend.clone(),
+        prompts,
+        nonce,
+        cache_bust: args.cache_bust,
+        output_tokens: args.output_tokens,
+        cache_allowance_tokens: page,
+        reports_cached_tokens: info.reports_cached_tokens == Some(true),
+    };
+    let probe_deadline = plan.timeout.deadline(allowance::PROBE_TOKENS, 1);
+    let api_prefix = match allowance::measure_api_prefix(&mut session, probe_deadline).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("warning: measuring the prefix the API adds failed: {e}");
+            None
+        }
+    };
+    session.cache_allowance_tokens = page + api_prefix.unwrap_or(0);
+    eprintln!("{}", allowance_line(api_prefix, page));
+    let transport = transport::check(
+        &mut session,
+        fresh.as_ref(),
+        keep_alive.as_ref(),
+        url,
+        info.rtt_s,
+        probe_deadline,
+    )
+    .await;
+    eprintln!("{}", transport::describe(&transport));
+    if transport.delayed && args.fresh_connection {
+        eprintln!(
+            "  (this sweep opens a fresh connection per request: its samples are not delayed)"
+        );
+    }
+    // With a fresh connection per request no sample travels on a delayed connection.
+    let transport_delayed = transport.delayed && !args.fresh_connection;
+    let run = RunRecord {
+        schema: crate::record::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        target: Target {
+            url: strip_credentials(url),
+            api: backend.api().to_string(),
+            model: Some(conn.model.clone()),
+            server_info: serde_json::to_value(&info)?,
+            checks: crate::record::TargetChecks {
+                api_prefix_tokens: api_prefix,
+                transport: Some(transport),
+            },
+        },
+        config: RunConfig {
+            lengths,
+            output_tokens: args.output_tokens,
+            reps,
+            method: args.method.name().to_string(),
+            cache_bust: args.cache_bust.name().to_string(),
+            needle: args.needle,
+            needle_depths: if args.needle {
+                plan.depths.clone()
+            } else {
+                Vec::new()
+            },
+            timeout: args.timeout.clone(),
+            seed: args.seed,
+            prompt_mode: session.prompts.mode().name().to_string(),
+            rtt_s: info.rtt_s,
+            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
+            depth: plan
+                .depth
+                .as_ref()
+                .map(|d| d.config(backend.api(), info.reports_cached_tokens == Some(true))),
+        },
+    };
+    Ok(Prepared {
+        run,
+        session,
+        transport_delayed,
+    })
+}
+
+/// What the server cannot do that the samples will show.
+fn print_notes(info: &ServerInfo) {
+    if info.ignore_eos == Some(false) {
+        eprintln!(
+            "note: the {} API cannot force the output length (no ignore_eos): it is asked \
+             with max tokens only, and a sample whose answer ends sooner is flagged early_stop",
+            info.kind.name()
+        );
+    }
+    if info.reports_cached_tokens != Some(true) {
+        eprintln!(
+            "note: the server does not say it reports cached tokens: cache hits can only be \
+             inferred from timing (a TTFT far below the trend is flagged cache_hit_inferred)"
+        );
+    }
+}
+
+fn describe_target(info: &ServerInfo, model: &str, lengths: &[u64], reps: u32) -> String {
+    let ls: Vec<String> = lengths.iter().map(|n| format_count(*n)).collect();
+    format!(
+        "target: {} server, model {model}, context limit {}, flush {}, RTT {}; lengths {} x {reps} reps",
+        info.kind.name(),
+        info.context_length
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        info.flush,
+        info.rtt_s
+            .map(|r| format!("{:.2} ms", r * 1e3))
+            .unwrap_or_else(|| "n/a".into()),
+        ls.join(",")
+    )
+}
+
+fn allowance_line(api_prefix: Option<u64>, page: u64) -> String {
+    match api_prefix {
+        Some(p) => format!(
+            "cache check: the API adds {p} shared tokens ahead of every prompt (template, BOS; \
+             measured with probes whose nonces differ); cached counts up to {p} + one page \
+             ({page}) are tolerated"
+        ),
+        None => format!(
+            "cache check: the server gave no cached-token count to measure the API's own prefix \
+             with; cached counts up to one page ({page}) are tolerated"
+        ),
+    }
+}
