@@ -12,7 +12,7 @@ use ctxbench::backend::{Backend, Prompt};
 use ctxbench::load::request::Shot;
 use ctxbench::record::load::{CellKey, RequestRecord};
 use ctxbench::run::runner::InFlight;
-use ctxbench::run::{Budget, Load, Slot, run};
+use ctxbench::run::{Budget, Load, Pacing, Slot, run};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -293,7 +293,7 @@ fn main() {
         let load = Load::Open {
             at,
             max_concurrency: None,
-            spin: Duration::ZERO,
+            pacing: Pacing::Timer,
         };
         let (r, _) = one_core.block_on(cell(&url, 100, 16, load, Budget::Requests(0)));
         check(&r, 3 * streams, "concurrent streams");
@@ -327,7 +327,9 @@ fn main() {
         let load = Load::Open {
             at,
             max_concurrency: None,
-            spin: Duration::from_millis(2),
+            pacing: Pacing::Thread {
+                spin: Duration::from_micros(250),
+            },
         };
         let (r, _) = multi.block_on(cell(&url, 100, 4, load, Budget::Requests(0)));
         check(&r, 2000, "open loop");

@@ -9,5 +9,5 @@ pub mod schedule;
 pub mod target;
 
 pub use collector::Collector;
-pub use runner::{Budget, Load, Slot, run};
+pub use runner::{Budget, Load, Pacing, Slot, run};
 pub use schedule::Arrival;
