@@ -343,10 +343,13 @@ pub fn html(r: &LoadResult) -> String {
         t.series.push(mk("client in flight", 0, &|m| {
             Some(m.client_in_flight as f64)
         }));
-        t.series.push(mk("server running", 1, &|m| m.running));
-        t.series.push(mk("server waiting", 2, &|m| m.waiting));
         t.series
-            .push(mk("KV usage x100", 3, &|m| m.kv_usage.map(|k| k * 100.0)));
+            .push(mk("server running", 1, &|m| m.server.running));
+        t.series
+            .push(mk("server waiting", 2, &|m| m.server.waiting));
+        t.series.push(mk("KV usage x100", 3, &|m| {
+            m.server.kv_usage.map(|k| k * 100.0)
+        }));
         charts.push(t);
     }
     let mut body = String::new();
