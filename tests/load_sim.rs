@@ -376,9 +376,10 @@ fn the_cli_runs_against_the_builtin_simulator_and_report_and_compare_read_load_f
         .unwrap();
     assert!(report.status.success());
     assert_eq!(String::from_utf8_lossy(&report.stdout).lines().count(), 3);
+    let html = dir.path().join("compare.html");
     let cmp = assert_cmd::Command::cargo_bin("ctxbench")
         .unwrap()
-        .args(["compare", p, p])
+        .args(["compare", p, p, "--html", html.to_str().unwrap()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&cmp.stdout);
@@ -391,6 +392,16 @@ fn the_cli_runs_against_the_builtin_simulator_and_report_and_compare_read_load_f
         text.contains("ttft_p50_ms") && text.contains("1.000"),
         "{text}"
     );
+    // The HTML holds the same table and both files' curves: each file's 2 cells on the
+    // TTFT chart and on the throughput chart.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<td>ttft_p50_ms</td>"), "{page}");
+    for key in ["a-1024", "b-1024"] {
+        let points = page
+            .matches(&format!("class=\"point\" data-series=\"{key}\""))
+            .count();
+        assert_eq!(points, 4, "{key}: {page}");
+    }
     let bad = assert_cmd::Command::cargo_bin("ctxbench")
         .unwrap()
         .args(["load", "--lengths", "1k", "--rate", "0"])

@@ -662,8 +662,8 @@ pub fn compare_files(
     let ra = merge::merge(&[a])?;
     let rb = merge::merge(&[b])?;
     print!("{}", compare::render(&ra, &rb, (&la, &lb), args.format)?);
-    if args.html.is_some() {
-        eprintln!("note: --html is not drawn for load files yet; use `report --html` on each");
+    if let Some(h) = &args.html {
+        crate::report::write_atomic(h, &compare::html(&ra, &rb, (&la, &lb))?)?;
     }
     Ok(exit::OK)
 }
