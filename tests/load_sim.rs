@@ -73,12 +73,7 @@ async fn every_request_is_accounted_for_in_summary_and_file() {
         assert_eq!(c.sent, 20, "{c:?}");
         assert_eq!(c.ok + c.failed, c.sent);
         assert!(c.failed > 0, "faults were injected: {c:?}");
-        let in_file: Vec<_> = file
-            .load
-            .requests
-            .iter()
-            .filter(|q| q.cell.same(&c.cell))
-            .collect();
+        let in_file: Vec<_> = file.load.requests_in(&c.cell).collect();
         assert_eq!(in_file.len() as u64, c.sent);
         assert_eq!(in_file.iter().filter(|q| q.ok).count() as u64, c.ok);
         let mut idx: Vec<u64> = in_file.iter().map(|q| q.index).collect();
@@ -296,12 +291,7 @@ async fn the_file_resumes_per_cell_and_reports_merge_by_records() {
     assert_eq!(second.cells[0], first.cells[0], "the complete cell is kept");
     let file = ctxbench::resultfile::read(&out).unwrap();
     for c in &file.load.cells {
-        let n = file
-            .load
-            .requests
-            .iter()
-            .filter(|q| q.cell.same(&c.cell))
-            .count();
+        let n = file.load.requests_in(&c.cell).count();
         assert_eq!(
             n as u64, c.sent,
             "the half cell's requests were dropped and rerun"
