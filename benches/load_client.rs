@@ -12,7 +12,7 @@ use ctxbench::backend::{Backend, Prompt};
 use ctxbench::load::request::Shot;
 use ctxbench::record::load::{CellKey, RequestRecord};
 use ctxbench::run::runner::InFlight;
-use ctxbench::run::{Budget, Load, Slot, run};
+use ctxbench::run::{Arrival, Budget, Load, Pacing, Slot, run};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -108,6 +108,15 @@ async fn connection(mut sock: TcpStream, answer: Answer) {
         if sock.write_all(out.as_bytes()).await.is_err() {
             return;
         }
+    }
+}
+
+/// An open loop of `n` sends at `rate` per second, uncapped.
+fn open_loop(arrival: Arrival, rate: f64, seed: u64, n: u64, pacing: Pacing) -> Load {
+    Load::Open {
+        at: ctxbench::run::schedule::schedule(arrival, rate, seed, Some(n), None),
+        max_concurrency: None,
+        pacing,
     }
 }
 
@@ -283,18 +292,13 @@ fn main() {
         // Arrivals spread evenly so that `streams` are in flight (each lives 1.6 s): a closed
         // loop would send in synchronised bursts and measure the burst, not the client.
         let rate = streams as f64 / 1.6;
-        let at = ctxbench::run::schedule::schedule(
-            ctxbench::run::Arrival::Constant,
+        let load = open_loop(
+            Arrival::Constant,
             rate,
             0,
-            Some(3 * streams as u64),
-            None,
+            3 * streams as u64,
+            Pacing::Timer,
         );
-        let load = Load::Open {
-            at,
-            max_concurrency: None,
-            spin: Duration::ZERO,
-        };
         let (r, _) = one_core.block_on(cell(&url, 100, 16, load, Budget::Requests(0)));
         check(&r, 3 * streams, "concurrent streams");
         // Client-added: client TTFT minus the server's own time to its first event.
@@ -317,18 +321,10 @@ fn main() {
     let mut late50 = Vec::new();
     let mut late99 = Vec::new();
     for round in 0..ROUNDS {
-        let at = ctxbench::run::schedule::schedule(
-            ctxbench::run::Arrival::Poisson,
-            500.0,
-            round as u64,
-            Some(2000),
-            None,
-        );
-        let load = Load::Open {
-            at,
-            max_concurrency: None,
-            spin: Duration::from_millis(2),
+        let pacing = Pacing::Thread {
+            spin: Duration::from_micros(250),
         };
+        let load = open_loop(Arrival::Poisson, 500.0, round as u64, 2000, pacing);
         let (r, _) = multi.block_on(cell(&url, 100, 4, load, Budget::Requests(0)));
         check(&r, 2000, "open loop");
         let late: Vec<f64> = r.iter().map(|q| q.0.sent_s - q.0.scheduled_s).collect();

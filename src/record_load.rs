@@ -126,6 +126,14 @@ pub struct ServerMetricsRecord {
     /// Since the cell's start.
     pub t_s: f64,
     pub client_in_flight: u64,
+    #[serde(flatten)]
+    pub server: ServerReading,
+}
+
+/// What one scrape of the server's metrics says; a field is `None` when the server does
+/// not export it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ServerReading {
     pub running: Option<f64>,
     pub waiting: Option<f64>,
     /// KV-cache usage, 0..1.
@@ -134,6 +142,12 @@ pub struct ServerMetricsRecord {
     pub preemptions_total: Option<f64>,
     pub prefix_cache_hits_total: Option<f64>,
     pub prefix_cache_queries_total: Option<f64>,
+}
+
+impl ServerReading {
+    pub fn is_empty(&self) -> bool {
+        *self == ServerReading::default()
+    }
 }
 
 /// What the server's metrics said over a cell.

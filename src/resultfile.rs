@@ -37,6 +37,16 @@ pub struct LoadRecords {
     pub knees: Vec<crate::record::load::KneeRecord>,
 }
 
+impl LoadRecords {
+    /// The requests of cell `k`, in file order.
+    pub fn requests_in<'a>(
+        &'a self,
+        k: &'a crate::record::load::CellKey,
+    ) -> impl Iterator<Item = &'a crate::record::load::RequestRecord> + 'a {
+        self.requests.iter().filter(move |q| q.cell.same(k))
+    }
+}
+
 /// Why a result file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultFileError {

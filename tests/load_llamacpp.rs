@@ -48,12 +48,7 @@ async fn four_slots_four_concurrent_requests_at_two_lengths() {
     assert_eq!(r.cells.len(), 2);
     for c in &r.cells {
         assert_eq!((c.sent, c.ok, c.failed), (4, 4, 0), "{c:?}");
-        let n = file
-            .load
-            .requests
-            .iter()
-            .filter(|q| q.cell.same(&c.cell))
-            .count();
+        let n = file.load.requests_in(&c.cell).count();
         assert_eq!(n, 4, "every request is in the file");
     }
     for q in &r.requests {

@@ -73,12 +73,7 @@ async fn every_request_is_accounted_for_in_summary_and_file() {
         assert_eq!(c.sent, 20, "{c:?}");
         assert_eq!(c.ok + c.failed, c.sent);
         assert!(c.failed > 0, "faults were injected: {c:?}");
-        let in_file: Vec<_> = file
-            .load
-            .requests
-            .iter()
-            .filter(|q| q.cell.same(&c.cell))
-            .collect();
+        let in_file: Vec<_> = file.load.requests_in(&c.cell).collect();
         assert_eq!(in_file.len() as u64, c.sent);
         assert_eq!(in_file.iter().filter(|q| q.ok).count() as u64, c.ok);
         let mut idx: Vec<u64> = in_file.iter().map(|q| q.index).collect();
@@ -296,12 +291,7 @@ async fn the_file_resumes_per_cell_and_reports_merge_by_records() {
     assert_eq!(second.cells[0], first.cells[0], "the complete cell is kept");
     let file = ctxbench::resultfile::read(&out).unwrap();
     for c in &file.load.cells {
-        let n = file
-            .load
-            .requests
-            .iter()
-            .filter(|q| q.cell.same(&c.cell))
-            .count();
+        let n = file.load.requests_in(&c.cell).count();
         assert_eq!(
             n as u64, c.sent,
             "the half cell's requests were dropped and rerun"
@@ -376,9 +366,10 @@ fn the_cli_runs_against_the_builtin_simulator_and_report_and_compare_read_load_f
         .unwrap();
     assert!(report.status.success());
     assert_eq!(String::from_utf8_lossy(&report.stdout).lines().count(), 3);
+    let html = dir.path().join("compare.html");
     let cmp = assert_cmd::Command::cargo_bin("ctxbench")
         .unwrap()
-        .args(["compare", p, p])
+        .args(["compare", p, p, "--html", html.to_str().unwrap()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&cmp.stdout);
@@ -391,6 +382,16 @@ fn the_cli_runs_against_the_builtin_simulator_and_report_and_compare_read_load_f
         text.contains("ttft_p50_ms") && text.contains("1.000"),
         "{text}"
     );
+    // The HTML holds the same table and both files' curves: each file's 2 cells on the
+    // TTFT chart and on the throughput chart.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<td>ttft_p50_ms</td>"), "{page}");
+    for key in ["a-1024", "b-1024"] {
+        let points = page
+            .matches(&format!("class=\"point\" data-series=\"{key}\""))
+            .count();
+        assert_eq!(points, 4, "{key}: {page}");
+    }
     let bad = assert_cmd::Command::cargo_bin("ctxbench")
         .unwrap()
         .args(["load", "--lengths", "1k", "--rate", "0"])

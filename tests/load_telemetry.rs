@@ -50,14 +50,18 @@ async fn sglang_and_vllm_metrics_become_records() {
     let s = scrapes(&sglang, 2).await;
     assert_eq!(s.len(), 2);
     assert_eq!(
-        (s[0].running, s[0].waiting, s[0].kv_usage),
+        (
+            s[0].server.running,
+            s[0].server.waiting,
+            s[0].server.kv_usage
+        ),
         (Some(6.0), Some(3.0), Some(0.28))
     );
     assert!(s[1].t_s > s[0].t_s, "scrapes are spaced in time");
     let vllm = serve(Some(include_str!("fixtures/metrics/vllm.txt"))).await;
     let v = scrapes(&vllm, 1).await;
     assert_eq!(
-        (v[0].running, v[0].preemptions_total),
+        (v[0].server.running, v[0].server.preemptions_total),
         (Some(7.0), Some(6.0))
     );
 }

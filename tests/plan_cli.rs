@@ -209,16 +209,11 @@ fn missing_config_fields_are_named() {
 
 #[test]
 fn bad_flags_are_named() {
-    let base = [
-        "--preset",
-        "llama-3-8b",
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "1",
-    ];
+    let base: Vec<&str> = "--preset llama-3-8b --gpu-mem-gib 80 --gpus 1"
+        .split(' ')
+        .collect();
     let with = |extra: &[&str]| {
-        let mut args = base.to_vec();
+        let mut args = base.clone();
         args.extend_from_slice(extra);
         plan(&args)
     };

@@ -20,22 +20,28 @@ async fn serve(routes: Vec<(&'static str, Value)>) -> String {
     format!("http://{addr}")
 }
 
+/// The planned setup of every test here: Llama 3 8B on one 80 GiB GPU.
+const LLAMA_8B_ONE_GPU: &str = "--preset llama-3-8b --gpu-mem-gib 80 --gpus 1";
+
 fn args(extra: &[&str]) -> PlanArgs {
-    let mut argv = vec![
-        "ctxbench",
-        "plan",
-        "--preset",
-        "llama-3-8b",
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "1",
-    ];
+    let mut argv = vec!["ctxbench", "plan"];
+    argv.extend(LLAMA_8B_ONE_GPU.split(' '));
     argv.extend_from_slice(extra);
     match Cli::parse_from(argv).command {
         Command::Plan(args) => args,
         _ => unreachable!("parsed a plan command"),
     }
+}
+
+/// `ctxbench plan` on `LLAMA_8B_ONE_GPU` plus `extra`, through the binary.
+async fn plan_binary(extra: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+        .arg("plan")
+        .args(LLAMA_8B_ONE_GPU.split(' '))
+        .args(extra)
+        .output()
+        .await
+        .unwrap()
 }
 
 // Llama 3 8B on one 80 GiB GPU at the server's fraction 0.85: usable 68 GiB = 73,014,444,032 B
@@ -163,20 +169,7 @@ async fn bad_flags_fail_before_the_network() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_prints_predicted_against_reported() {
     let url = serve(vec![("/server_info", sglang_info(PREDICTED_AT_085))]).await;
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxbench"))
-        .args([
-            "plan",
-            "--preset",
-            "llama-3-8b",
-            "--gpu-mem-gib",
-            "80",
-            "--gpus",
-            "1",
-        ])
-        .args(["--url", &url, "--format", "json"])
-        .output()
-        .await
-        .unwrap();
+    let out = plan_binary(&["--url", &url, "--format", "json"]).await;
     assert!(
         out.status.success(),
         "{}",
@@ -188,20 +181,7 @@ async fn the_binary_prints_predicted_against_reported() {
     assert_eq!(v["live"]["ratio"], 1.0);
     assert_eq!(v["mem_fraction_source"], "server");
 
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ctxbench"))
-        .args([
-            "plan",
-            "--preset",
-            "llama-3-8b",
-            "--gpu-mem-gib",
-            "80",
-            "--gpus",
-            "1",
-        ])
-        .args(["--url", &url])
-        .output()
-        .await
-        .unwrap();
+    let out = plan_binary(&["--url", &url]).await;
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains("reported pool") && text.contains("predicted pool"),

@@ -140,26 +140,23 @@ fn attention_shapes_of_the_families() {
             .bytes_per_token(),
         70_272
     );
-    // Qwen2.5-7B: 4 KV heads; its sliding_window is off (use_sliding_window false).
-    let qwen = preset("qwen2.5-7b");
-    assert!(matches!(
-        qwen.attention,
-        Attention::Gqa {
-            num_kv_heads: 4,
-            head_dim: 128
-        }
-    ));
-    assert_eq!(qwen.sliding_layers(), 0);
-    // Gemma 2: head_dim 256 (not 3584 / 16 = 224), every other layer of 42 windowed.
-    let gemma2 = preset("gemma-2-9b");
-    assert!(matches!(
-        gemma2.attention,
-        Attention::Gqa {
-            num_kv_heads: 8,
-            head_dim: 256
-        }
-    ));
-    assert_eq!(gemma2.sliding_layers(), 21);
+    // (preset, KV heads, head_dim, sliding layers). Qwen2.5-7B: its sliding_window is off
+    // (use_sliding_window false). Gemma 2: head_dim 256 (not 3584 / 16 = 224), every other
+    // layer of 42 windowed.
+    for (name, num_kv_heads, head_dim, sliding) in
+        [("qwen2.5-7b", 4, 128, 0), ("gemma-2-9b", 8, 256, 21)]
+    {
+        let p = preset(name);
+        assert_eq!(
+            p.attention,
+            Attention::Gqa {
+                num_kv_heads,
+                head_dim
+            },
+            "{name}"
+        );
+        assert_eq!(p.sliding_layers(), sliding, "{name}");
+    }
     // Gemma 3 (nested text_config): 62 layers, a global one every 6th → 10 global, 52 local.
     let gemma3 = preset("gemma-3-27b");
     assert_eq!(gemma3.num_layers, 62);

@@ -161,23 +161,21 @@ impl ConfigDoc {
 
     /// An array of strings (`layer_types`).
     pub fn str_list_opt(&self, field: &str) -> Result<Option<Vec<&str>>, ConfigError> {
-        let Some((value, path)) = self.lookup(field) else {
-            return Ok(None);
-        };
-        match value {
-            Value::Null => Ok(None),
-            Value::Array(items) => items
-                .iter()
-                .map(|v| v.as_str())
-                .collect::<Option<Vec<_>>>()
-                .map(Some)
-                .ok_or_else(|| self.wrong_type(path, "an array of strings", value)),
-            other => Err(self.wrong_type(path, "an array of strings", other)),
-        }
+        self.list_opt(field, "an array of strings", |v| v.as_str())
     }
 
     /// An array of integers (`mlp_only_layers`).
     pub fn u64_list_opt(&self, field: &str) -> Result<Option<Vec<u64>>, ConfigError> {
+        self.list_opt(field, "an array of integers", as_u64)
+    }
+
+    /// An array whose every item `item` reads; `what` names the type in the error.
+    fn list_opt<'a, T>(
+        &'a self,
+        field: &str,
+        what: &'static str,
+        item: impl Fn(&'a Value) -> Option<T>,
+    ) -> Result<Option<Vec<T>>, ConfigError> {
         let Some((value, path)) = self.lookup(field) else {
             return Ok(None);
         };
@@ -185,11 +183,11 @@ impl ConfigDoc {
             Value::Null => Ok(None),
             Value::Array(items) => items
                 .iter()
-                .map(as_u64)
+                .map(item)
                 .collect::<Option<Vec<_>>>()
                 .map(Some)
-                .ok_or_else(|| self.wrong_type(path, "an array of integers", value)),
-            other => Err(self.wrong_type(path, "an array of integers", other)),
+                .ok_or_else(|| self.wrong_type(path, what, value)),
+            other => Err(self.wrong_type(path, what, other)),
         }
     }
 

@@ -278,8 +278,11 @@ mod tests {
         let scrape = |client: u64, running: f64| ServerMetricsRecord {
             t_s: 1.0,
             client_in_flight: client,
-            running: Some(running),
-            waiting: Some(0.0),
+            server: crate::record::load::ServerReading {
+                running: Some(running),
+                waiting: Some(0.0),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let slo = slo::parse("").unwrap();

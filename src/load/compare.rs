@@ -1,9 +1,11 @@
 //! `compare` for load files: the cells both files hold, side by side with the ratio B/A.
 
-use super::LoadResult;
+use super::{LoadResult, render};
 use crate::cli::Format;
 use crate::lengths::format_count;
 use crate::record::load::CellRecord;
+use crate::report::escape::escape;
+use crate::report::plot::{Point, Series, Unit};
 
 /// A compared quantity of a cell.
 type Pick = fn(&CellRecord) -> Option<f64>;
@@ -45,12 +47,12 @@ pub fn rows(a: &LoadResult, b: &LoadResult) -> Vec<[String; 6]> {
     out
 }
 
-pub fn render(
+/// The rows, or an error naming both files when they share no cell.
+fn common_rows(
     a: &LoadResult,
     b: &LoadResult,
     labels: (&str, &str),
-    format: Format,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<Vec<[String; 6]>> {
     let rows = rows(a, b);
     if rows.is_empty() {
         anyhow::bail!(
@@ -59,6 +61,16 @@ pub fn render(
             labels.1
         );
     }
+    Ok(rows)
+}
+
+pub fn render(
+    a: &LoadResult,
+    b: &LoadResult,
+    labels: (&str, &str),
+    format: Format,
+) -> anyhow::Result<String> {
+    let rows = common_rows(a, b, labels)?;
     let head = ["context", "load", "metric", labels.0, labels.1, "B/A"];
     Ok(match format {
         Format::Json => {
@@ -101,4 +113,86 @@ pub fn render(
             s
         }
     })
+}
+
+/// The comparison as an HTML page: the table, then per length TTFT p50 and output tok/s
+/// against load, A and B on the same axes.
+pub fn html(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> anyhow::Result<String> {
+    let rows = common_rows(a, b, labels)?;
+    let head = ["context", "load", "metric", "A", "B", "B/A"];
+    let mut body = format!(
+        "<h1>ctxbench compare (load)</h1><p>A = {}, B = {}</p>",
+        escape(labels.0),
+        escape(labels.1)
+    );
+    body.push_str(&render::html_table(&head, rows.iter().map(|r| r.to_vec())));
+    let axis = if a.cells.iter().any(|c| c.cell.rate.is_some()) {
+        "rate (req/s)"
+    } else {
+        "concurrency"
+    };
+    let mut ttft = render::chart(
+        "ttft",
+        "TTFT p50 against load",
+        axis,
+        "TTFT p50",
+        Unit::Ratio,
+        Unit::Seconds,
+    );
+    let mut tps = render::chart(
+        "tps",
+        "Output tok/s against load",
+        axis,
+        "output tok/s",
+        Unit::Ratio,
+        Unit::TokensPerSecond,
+    );
+    let mut lengths: Vec<u64> = a.cells.iter().map(|c| c.cell.context_tokens).collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    for (i, &n) in lengths.iter().enumerate() {
+        for (j, (file, label)) in [(a, labels.0), (b, labels.1)].into_iter().enumerate() {
+            let color = 2 * i + j;
+            let key = format!("{}-{n}", ["a", "b"][j]);
+            let name = format!("{label} {}", format_count(n));
+            ttft.series
+                .push(series(file, n, &key, &name, color, |c| Some(c.ttft_s?.p50)));
+            tps.series
+                .push(series(file, n, &key, &name, color, |c| c.output_tps));
+        }
+    }
+    body.push_str(&ttft.to_svg());
+    body.push_str(&tps.to_svg());
+    Ok(render::page("ctxbench compare (load)", &body))
+}
+
+/// One file's cells of length `n` as points (load, `y`).
+fn series(
+    r: &LoadResult,
+    n: u64,
+    key: &str,
+    label: &str,
+    color: usize,
+    y: impl Fn(&CellRecord) -> Option<f64>,
+) -> Series {
+    let mut points: Vec<Point> = r
+        .cells
+        .iter()
+        .filter(|c| c.cell.context_tokens == n)
+        .filter_map(|c| {
+            Some(Point {
+                x: render::load_x(c)?,
+                y: y(c)?,
+                spread: None,
+                tip: format!("{label} {}", c.cell.load_label()),
+            })
+        })
+        .collect();
+    points.sort_by(|p, q| p.x.total_cmp(&q.x));
+    Series {
+        key: key.into(),
+        label: label.into(),
+        color,
+        points,
+    }
 }

@@ -20,7 +20,7 @@ use crate::record::load::{
     CellKey, CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
 };
 use crate::record::{Record, RunConfig, RunRecord, Target};
-use crate::run::{self, Arrival, Budget, Collector, Load, runner::InFlight, schedule};
+use crate::run::{self, Arrival, Budget, Collector, Load, Pacing, runner::InFlight, schedule};
 use crate::sweep::prompts::{Built, PromptSource};
 use crate::sweep::writer::ResultWriter;
 use request::Shot;
@@ -29,8 +29,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-/// Spin before each open-loop send (see `runner::Load::Open`).
-const SEND_SPIN: Duration = Duration::from_millis(2);
+/// How long the pacing thread spins before each open-loop send (see `runner::Pacing`):
+/// longer than the OS timer's usual lateness (its 50 µs slack plus a wake-up).
+const SEND_SPIN: Duration = Duration::from_micros(250);
 /// Default requests per closed-loop worker, and the floor for any cell.
 const REQUESTS_PER_WORKER: u64 = 4;
 const MIN_REQUESTS: u64 = 16;
@@ -356,7 +357,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
                     let load = Load::Open {
                         at,
                         max_concurrency: lplan.max_concurrency.map(|m| m as usize),
-                        spin: SEND_SPIN,
+                        pacing: Pacing::Thread { spin: SEND_SPIN },
                     };
                     run_cell(&mut ctx, key, load, Budget::Requests(0), &tail).await?;
                 }
@@ -659,8 +660,8 @@ pub fn compare_files(
     let ra = merge::merge(&[a])?;
     let rb = merge::merge(&[b])?;
     print!("{}", compare::render(&ra, &rb, (&la, &lb), args.format)?);
-    if args.html.is_some() {
-        eprintln!("note: --html is not drawn for load files yet; use `report --html` on each");
+    if let Some(h) = &args.html {
+        crate::report::write_atomic(h, &compare::html(&ra, &rb, (&la, &lb))?)?;
     }
     Ok(exit::OK)
 }

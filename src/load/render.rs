@@ -193,7 +193,7 @@ pub fn progress_line(c: &CellRecord) -> String {
     )
 }
 
-fn chart(id: &str, title: &str, x: &str, y: &str, x_unit: Unit, y_unit: Unit) -> Chart {
+pub(super) fn chart(id: &str, title: &str, x: &str, y: &str, x_unit: Unit, y_unit: Unit) -> Chart {
     Chart {
         id: id.into(),
         title: title.into(),
@@ -210,7 +210,7 @@ fn chart(id: &str, title: &str, x: &str, y: &str, x_unit: Unit, y_unit: Unit) ->
     }
 }
 
-fn load_x(c: &CellRecord) -> Option<f64> {
+pub(super) fn load_x(c: &CellRecord) -> Option<f64> {
     c.cell.concurrency.map(f64::from).or(c.cell.rate)
 }
 
@@ -343,10 +343,13 @@ pub fn html(r: &LoadResult) -> String {
         t.series.push(mk("client in flight", 0, &|m| {
             Some(m.client_in_flight as f64)
         }));
-        t.series.push(mk("server running", 1, &|m| m.running));
-        t.series.push(mk("server waiting", 2, &|m| m.waiting));
         t.series
-            .push(mk("KV usage x100", 3, &|m| m.kv_usage.map(|k| k * 100.0)));
+            .push(mk("server running", 1, &|m| m.server.running));
+        t.series
+            .push(mk("server waiting", 2, &|m| m.server.waiting));
+        t.series.push(mk("KV usage x100", 3, &|m| {
+            m.server.kv_usage.map(|k| k * 100.0)
+        }));
         charts.push(t);
     }
     let mut body = String::new();
@@ -370,15 +373,21 @@ pub fn html(r: &LoadResult) -> String {
     for c in &charts {
         body.push_str(&c.to_svg());
     }
+    page("ctxbench load", &body)
+}
+
+/// A whole HTML page around `body`.
+pub(super) fn page(title: &str, body: &str) -> String {
     format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>ctxbench load</title>\
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{display:block;margin:1em 0}}</style>\
-         </head><body>{body}</body></html>\n"
+         </head><body>{body}</body></html>\n",
+        escape(title)
     )
 }
 
-fn html_table(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+pub(super) fn html_table(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     let mut s = String::from("<table><tr>");
     for c in cols {
         s.push_str(&format!("<th>{}</th>", escape(c)));

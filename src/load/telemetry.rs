@@ -3,7 +3,7 @@
 
 use crate::backend::http::Http;
 use crate::record::Record;
-use crate::record::load::{CellKey, ServerCell, ServerMetricsRecord};
+use crate::record::load::{CellKey, ServerCell, ServerMetricsRecord, ServerReading};
 use crate::run::runner::InFlight;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -13,23 +13,6 @@ use tokio::time::Instant;
 pub const SCRAPE_EVERY: Duration = Duration::from_millis(250);
 /// A scrape slower than this is skipped (the server is busy; the next one will come).
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// What one scrape says; every field is `None` when the server does not export it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Snapshot {
-    pub running: Option<f64>,
-    pub waiting: Option<f64>,
-    pub kv_usage: Option<f64>,
-    pub preemptions_total: Option<f64>,
-    pub prefix_cache_hits_total: Option<f64>,
-    pub prefix_cache_queries_total: Option<f64>,
-}
-
-impl Snapshot {
-    pub fn is_empty(&self) -> bool {
-        *self == Snapshot::default()
-    }
-}
 
 /// Names per quantity, first found wins. Series of one name (engines, ranks) are summed,
 /// except usage fractions, which are averaged.
@@ -53,7 +36,7 @@ const CACHE_QUERIES: &[&str] = &[
 ];
 
 /// Parse Prometheus text exposition.
-pub fn parse(text: &str) -> Result<Snapshot, String> {
+pub fn parse(text: &str) -> Result<ServerReading, String> {
     let exposition = crate::backend::prometheus::read(text);
     let values = |names: &[&str]| -> Option<Vec<f64>> {
         names.iter().find_map(|name| {
@@ -63,7 +46,7 @@ pub fn parse(text: &str) -> Result<Snapshot, String> {
     };
     let sum = |names: &[&str]| values(names).map(|v| v.iter().sum());
     let mean = |names: &[&str]| values(names).map(|v| v.iter().sum::<f64>() / v.len() as f64);
-    Ok(Snapshot {
+    Ok(ServerReading {
         running: sum(RUNNING),
         waiting: sum(WAITING),
         kv_usage: mean(KV_USAGE),
@@ -79,7 +62,7 @@ pub async fn available(http: &Http) -> bool {
     matches!(fetch(http).await, Some(s) if !s.is_empty())
 }
 
-async fn fetch(http: &Http) -> Option<Snapshot> {
+async fn fetch(http: &Http) -> Option<ServerReading> {
     let (status, text) = http
         .call(reqwest::Method::GET, "/metrics", None, SCRAPE_TIMEOUT)
         .await
@@ -116,12 +99,7 @@ pub async fn scrape_cell(
                 cell,
                 t_s: t,
                 client_in_flight: client,
-                running: s.running,
-                waiting: s.waiting,
-                kv_usage: s.kv_usage,
-                preemptions_total: s.preemptions_total,
-                prefix_cache_hits_total: s.prefix_cache_hits_total,
-                prefix_cache_queries_total: s.prefix_cache_queries_total,
+                server: s,
             };
             if tx.send(Record::ServerMetrics(r)).is_err() {
                 break;
@@ -158,19 +136,19 @@ pub fn summarise(scrapes: &[&ServerMetricsRecord]) -> Option<ServerCell> {
     let excess: Vec<f64> = scrapes
         .iter()
         .filter_map(|s| {
-            let server = s.running? + s.waiting.unwrap_or(0.0);
+            let server = s.server.running? + s.server.waiting.unwrap_or(0.0);
             Some(s.client_in_flight as f64 - server)
         })
         .collect();
     Some(ServerCell {
         scrapes: scrapes.len() as u64,
-        running_max: max(|s| s.running),
-        waiting_max: max(|s| s.waiting),
-        kv_usage_max: max(|s| s.kv_usage),
-        preemptions: first_last(|s| s.preemptions_total),
+        running_max: max(|s| s.server.running),
+        waiting_max: max(|s| s.server.waiting),
+        kv_usage_max: max(|s| s.server.kv_usage),
+        preemptions: first_last(|s| s.server.preemptions_total),
         queue_onset_s: scrapes
             .iter()
-            .find(|s| s.waiting.is_some_and(|w| w > 0.0))
+            .find(|s| s.server.waiting.is_some_and(|w| w > 0.0))
             .map(|s| s.t_s),
         client_excess_median: crate::stats::median(&excess),
     })
@@ -221,9 +199,12 @@ mod tests {
         let rec = |t: f64, client: u64, run: f64, wait: f64, pre: f64| ServerMetricsRecord {
             t_s: t,
             client_in_flight: client,
-            running: Some(run),
-            waiting: Some(wait),
-            preemptions_total: Some(pre),
+            server: ServerReading {
+                running: Some(run),
+                waiting: Some(wait),
+                preemptions_total: Some(pre),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let v = [

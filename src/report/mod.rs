@@ -106,3 +106,15 @@ pub(crate) mod cells {
             .unwrap_or_else(|| "-".into())
     }
 }
+
+/// The needle depths any point ran, ascending, once each.
+pub fn needle_depths(summary: &Summary) -> Vec<f64> {
+    let mut depths: Vec<f64> = summary
+        .points
+        .iter()
+        .flat_map(|p| p.needle.iter().map(|c| c.depth))
+        .collect();
+    depths.sort_by(f64::total_cmp);
+    depths.dedup();
+    depths
+}

@@ -88,13 +88,7 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
 
 /// Needle pass counts, length × depth.
 pub fn needle_table(summary: &Summary) -> String {
-    let mut depths: Vec<f64> = summary
-        .points
-        .iter()
-        .flat_map(|p| p.needle.iter().map(|c| c.depth))
-        .collect();
-    depths.sort_by(f64::total_cmp);
-    depths.dedup();
+    let depths = super::needle_depths(summary);
     if depths.is_empty() {
         return String::new();
     }

@@ -13,5 +13,5 @@ pub mod target;
 pub use closed::run_jobs;
 pub use collector::Collector;
 pub use jobs::{Counted, Jobs, Released};
-pub use runner::{Budget, Load, Slot, run};
+pub use runner::{Budget, Load, Pacing, Slot, run};
 pub use schedule::Arrival;

@@ -22,10 +22,20 @@ pub enum Load {
     Open {
         at: Vec<Duration>,
         max_concurrency: Option<usize>,
-        /// Sleep until this much before a send, then spin: tokio's timer wheel has 1 ms
-        /// ticks, too coarse for send times. Zero under paused time (tests).
-        spin: Duration,
+        pacing: Pacing,
     },
+}
+
+/// What keeps an open loop's send times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// The runtime's timer: 1 ms ticks, too coarse for send times, but it follows paused
+    /// time (tests).
+    Timer,
+    /// A thread of its own that sleeps with the OS's high-resolution timer to `spin`
+    /// before each send, spins to it, and starts the request on the runtime. Nothing it
+    /// does competes with the requests in flight for a worker.
+    Thread { spin: Duration },
 }
 
 /// When a closed loop stops starting requests (an open loop sends its whole schedule).
@@ -82,15 +92,13 @@ pub async fn run<T, F, Fut>(
         Load::Open {
             at,
             max_concurrency,
-            spin,
+            pacing,
         } => {
             let cap = max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1))));
-            let mut tasks = JoinSet::new();
-            for (i, &offset) in at.iter().enumerate() {
-                wait_until(start + offset, spin).await;
+            let request = move |i: usize, offset: Duration| {
                 let (send, tx, cap, in_flight) =
                     (send.clone(), tx.clone(), cap.clone(), in_flight.clone());
-                tasks.spawn(async move {
+                async move {
                     // Semaphore permits are granted in FIFO order: capped requests keep
                     // their schedule order.
                     let _permit = match &cap {
@@ -105,10 +113,41 @@ pub async fn run<T, F, Fut>(
                     };
                     let out = timed(&in_flight, send(slot)).await;
                     let _ = tx.send(out);
-                });
-                while tasks.try_join_next().is_some() {}
+                }
+            };
+            match pacing {
+                Pacing::Timer => {
+                    let mut tasks = JoinSet::new();
+                    for (i, &offset) in at.iter().enumerate() {
+                        tokio::time::sleep_until(start + offset).await;
+                        tasks.spawn(request(i, offset));
+                        while tasks.try_join_next().is_some() {}
+                    }
+                    while tasks.join_next().await.is_some() {}
+                }
+                Pacing::Thread { spin } => {
+                    let runtime = tokio::runtime::Handle::current();
+                    let start_std = start.into_std();
+                    let paced = tokio::task::spawn_blocking(move || {
+                        at.iter()
+                            .enumerate()
+                            .map(|(i, &offset)| {
+                                pace(start_std + offset, spin);
+                                runtime.spawn(request(i, offset))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                    .await;
+                    let tasks = match paced {
+                        Ok(tasks) => tasks,
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        Err(_) => Vec::new(),
+                    };
+                    for t in tasks {
+                        let _ = t.await;
+                    }
+                }
             }
-            while tasks.join_next().await.is_some() {}
         }
     }
 }
@@ -120,18 +159,15 @@ pub(super) async fn timed<T>(in_flight: &InFlight, work: impl Future<Output = T>
     out
 }
 
-/// Sleep until `spin` before `target`, then spin to it.
-async fn wait_until(target: Instant, spin: Duration) {
-    if spin.is_zero() {
-        tokio::time::sleep_until(target).await;
-        return;
+/// Block this thread until `due`: an OS sleep to `spin` before it, then a spin.
+fn pace(due: std::time::Instant, spin: Duration) {
+    if let Some(early) = due.checked_sub(spin) {
+        let now = std::time::Instant::now();
+        if now < early {
+            std::thread::sleep(early - now);
+        }
     }
-    if let Some(early) = target.checked_sub(spin)
-        && Instant::now() < early
-    {
-        tokio::time::sleep_until(early).await;
-    }
-    while Instant::now() < target {
+    while std::time::Instant::now() < due {
         std::hint::spin_loop();
     }
 }
@@ -180,7 +216,7 @@ mod tests {
         Load::Open {
             at: (0..n).map(|i| Duration::from_millis(10 * i)).collect(),
             max_concurrency,
-            spin: Duration::ZERO,
+            pacing: Pacing::Timer,
         }
     }
 
@@ -214,6 +250,23 @@ mod tests {
                 slot.sent, slot.scheduled,
                 "open loop never waits for the server"
             );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pacing_thread_sends_every_request_and_never_early() {
+        let load = Load::Open {
+            at: (0..20).map(|i| Duration::from_micros(500 * i)).collect(),
+            max_concurrency: None,
+            pacing: Pacing::Thread {
+                spin: Duration::from_micros(200),
+            },
+        };
+        let out = served(load, Budget::Requests(0), Duration::from_millis(5), 100).await;
+        let indices: Vec<u64> = out.iter().map(|o| o.0.index).collect();
+        assert_eq!(indices, (0..20).collect::<Vec<_>>());
+        for (slot, _, _) in &out {
+            assert!(slot.sent >= slot.scheduled, "{slot:?}");
         }
     }
 

@@ -8,13 +8,7 @@ use crate::report::plot::format::seconds;
 
 /// The needle grid, or nothing when no point ran the needle test.
 pub fn needle_grid(summary: &Summary) -> String {
-    let mut depths: Vec<f64> = summary
-        .points
-        .iter()
-        .flat_map(|p| p.needle.iter().map(|c| c.depth))
-        .collect();
-    depths.sort_by(f64::total_cmp);
-    depths.dedup();
+    let depths = crate::report::needle_depths(summary);
     if depths.is_empty() {
         return String::new();
     }
