@@ -49,19 +49,27 @@ pub async fn run_jobs<J, T, F, Fut>(
             }
         });
     }
-    while workers.join_next().await.is_some() {}
+    // A worker that panicked must not end the loop as if its jobs were done.
+    while let Some(done) = workers.join_next().await {
+        if let Err(e) = done
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::jobs::Released;
+    use crate::run::Budget;
+    use crate::run::jobs::{Counted, Released};
     use std::time::Duration;
 
-    /// A released job is sent only after the handler saw the record before it: each job
-    /// carries what the handler knew when it released it.
+    /// Each released job is sent, in order, carrying what the handler had seen when it
+    /// released it; the loop ends when the handler stops releasing.
     #[tokio::test(start_paused = true)]
-    async fn released_jobs_see_every_earlier_record() {
+    async fn released_jobs_run_in_order_until_the_handler_stops() {
         let (release, jobs) = Released::<u64>::new();
         let (tx, mut rx) = mpsc::unbounded_channel::<(u64, u64)>();
         release.send(0).unwrap();
@@ -84,5 +92,14 @@ mod tests {
         };
         let ((), out) = tokio::join!(runner, handler);
         assert_eq!(out, vec![(0, 0), (1, 1), (2, 2), (3, 3), (4, 4)]);
+    }
+
+    #[tokio::test]
+    #[should_panic(expected = "the request panicked")]
+    async fn a_panicking_request_is_not_taken_for_a_finished_loop() {
+        let (tx, _rx) = mpsc::unbounded_channel::<()>();
+        let send = |_: Slot, ()| async { panic!("the request panicked") };
+        let jobs = Counted::new(Budget::Requests(3));
+        run_jobs(2, jobs, Instant::now(), InFlight::default(), send, tx).await;
     }
 }

@@ -21,6 +21,8 @@ use crate::cli::{Format, SweepArgs};
 use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::record::{ErrorRecord, RunRecord, Sample};
+use crate::run::runner::InFlight;
+use crate::run::{Collector, Released, Slot, run_jobs};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -157,8 +159,7 @@ pub async fn execute_with(
     run_connected(args, plan, url, conn).await
 }
 
-/// The measured samples are the request runner's concurrency-1 case: the collector hands
-/// each to `post`, which releases the next job only after handling it.
+/// Prepare the target, open the file, measure the jobs left, then the depth turns, finish.
 async fn run_connected(
     args: SweepArgs,
     mut plan: Plan,
@@ -178,15 +179,7 @@ async fn run_connected(
     let reps = run.config.reps;
     let jobs = jobs::list(&run.config.lengths, reps, args.method, &samples);
 
-    // Depth turns are warm: their TTFT says nothing about a cold request's deadline.
-    for s in samples
-        .iter()
-        .filter(|s| s.valid && s.depth_tokens.is_none())
-    {
-        if let Some(t) = s.ttft_s {
-            plan.timeout.observe(s.context_tokens, t, s.decode_tps);
-        }
-    }
+    observe_resumed(&mut plan.timeout, &samples);
     if !args.no_warmup && !jobs.is_empty() {
         let n = WARMUP_TOKENS.min(run.config.lengths[0]);
         if let Err(e) = session.warm_up(n, plan.timeout.deadline(n, 8)).await {
@@ -207,23 +200,9 @@ async fn run_connected(
         stop: &stop,
     };
     let (release, released) = crate::run::Released::new();
-    let mut post = post::Post::start(ctx, &mut plan.timeout, jobs, (samples, errors), release);
+    let post = post::Post::start(ctx, &mut plan.timeout, jobs, (samples, errors), release);
     let sender = Arc::new(tokio::sync::Mutex::new(sender));
-    let send = {
-        let sender = sender.clone();
-        move |_: crate::run::Slot, job| {
-            let sender = sender.clone();
-            async move { sender.lock().await.send(job).await }
-        }
-    };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let runner = async {
-        let (start, in_flight) = (tokio::time::Instant::now(), Default::default());
-        crate::run::run_jobs(1, released, start, in_flight, send, tx).await;
-        Ok(())
-    };
-    tokio::try_join!(collector.collect(rx, |c, m| post.handle(m, c)), runner)?;
-    let mut handled = post.finish();
+    let mut handled = measure_all(&sender, released, &mut collector, post).await?;
 
     let mut sender = sender.lock().await;
     if let Some(d) = plan.depth.as_ref().filter(|_| !handled.interrupted) {
@@ -248,6 +227,44 @@ async fn run_connected(
         &mut collector.writer,
         handled,
     )
+}
+
+/// Resumed samples feed the `--timeout auto` policy; depth turns do not: they are warm, and
+/// their TTFT says nothing about a cold request's deadline.
+fn observe_resumed(timeout: &mut TimeoutPolicy, samples: &[Sample]) {
+    for s in samples
+        .iter()
+        .filter(|s| s.valid && s.depth_tokens.is_none())
+    {
+        if let Some(t) = s.ttft_s {
+            timeout.observe(s.context_tokens, t, s.decode_tps);
+        }
+    }
+}
+
+/// The measured samples, the request runner's concurrency-1 case: the collector hands
+/// each to `post`, which releases the next job only after handling it.
+async fn measure_all(
+    sender: &Arc<tokio::sync::Mutex<jobs::Sender>>,
+    released: Released<jobs::Job>,
+    collector: &mut Collector,
+    mut post: post::Post<'_>,
+) -> anyhow::Result<post::Handled> {
+    let send = {
+        let sender = sender.clone();
+        move |_: Slot, job| {
+            let sender = sender.clone();
+            async move { sender.lock().await.send(job).await }
+        }
+    };
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let runner = async {
+        let start = tokio::time::Instant::now();
+        run_jobs(1, released, start, InFlight::default(), send, tx).await;
+        Ok(())
+    };
+    tokio::try_join!(collector.collect(rx, |c, m| post.handle(m, c)), runner)?;
+    Ok(post.finish())
 }
 
 fn progress_bar(total: u64) -> ProgressBar {
