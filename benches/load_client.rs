@@ -111,6 +111,25 @@ async fn connection(mut sock: TcpStream, answer: Answer) {
     }
 }
 
+/// Each round's p50 and p99, reported as their medians over rounds.
+#[derive(Default)]
+struct Tails {
+    p50: Vec<f64>,
+    p99: Vec<f64>,
+}
+
+impl Tails {
+    fn add(&mut self, round: Vec<f64>) {
+        self.p50.push(quantile(round.clone(), 0.5));
+        self.p99.push(quantile(round, 0.99));
+    }
+
+    /// (p50, p99) medians over rounds, ms.
+    fn ms(self) -> (f64, f64) {
+        (median(self.p50) * 1e3, median(self.p99) * 1e3)
+    }
+}
+
 /// An open loop of `n` sends at `rate` per second, uncapped.
 fn open_loop(arrival: Arrival, rate: f64, seed: u64, n: u64, pacing: Pacing) -> Load {
     Load::Open {
@@ -286,8 +305,7 @@ fn main() {
         tokens: 16,
         gap: Duration::from_millis(100),
     });
-    let mut p50 = Vec::new();
-    let mut p99 = Vec::new();
+    let mut ttft = Tails::default();
     for _ in 0..ROUNDS {
         // Arrivals spread evenly so that `streams` are in flight (each lives 1.6 s): a closed
         // loop would send in synchronised bursts and measure the burst, not the client.
@@ -302,14 +320,11 @@ fn main() {
         let (r, _) = one_core.block_on(cell(&url, 100, 16, load, Budget::Requests(0)));
         check(&r, 3 * streams, "concurrent streams");
         // Client-added: client TTFT minus the server's own time to its first event.
-        let t: Vec<f64> = r.iter().filter_map(|q| Some(q.0.ttft_s? - q.1?)).collect();
-        p50.push(quantile(t.clone(), 0.5));
-        p99.push(quantile(t, 0.99));
+        ttft.add(r.iter().filter_map(|q| Some(q.0.ttft_s? - q.1?)).collect());
     }
+    let (p50, p99) = ttft.ms();
     println!(
-        "client-added TTFT at {streams} concurrent streams (client TTFT - server's own): p50 median {:.2} ms, p99 median {:.2} ms",
-        median(p50) * 1e3,
-        median(p99) * 1e3
+        "client-added TTFT at {streams} concurrent streams (client TTFT - server's own): p50 median {p50:.2} ms, p99 median {p99:.2} ms"
     );
 
     // 3. Open-loop send lateness at 500 requests/s (the CLI's multi-thread runtime).
@@ -318,8 +333,7 @@ fn main() {
         gap: Duration::ZERO,
     });
     let multi = tokio::runtime::Runtime::new().unwrap();
-    let mut late50 = Vec::new();
-    let mut late99 = Vec::new();
+    let mut late = Tails::default();
     for round in 0..ROUNDS {
         let pacing = Pacing::Thread {
             spin: Duration::from_micros(250),
@@ -327,14 +341,11 @@ fn main() {
         let load = open_loop(Arrival::Poisson, 500.0, round as u64, 2000, pacing);
         let (r, _) = multi.block_on(cell(&url, 100, 4, load, Budget::Requests(0)));
         check(&r, 2000, "open loop");
-        let late: Vec<f64> = r.iter().map(|q| q.0.sent_s - q.0.scheduled_s).collect();
-        late50.push(quantile(late.clone(), 0.5));
-        late99.push(quantile(late, 0.99));
+        late.add(r.iter().map(|q| q.0.sent_s - q.0.scheduled_s).collect());
     }
+    let (p50, p99) = late.ms();
     println!(
-        "open-loop send lateness at 500 req/s (Poisson, 2,000 requests): p50 median {:.3} ms, p99 median {:.3} ms",
-        median(late50) * 1e3,
-        median(late99) * 1e3
+        "open-loop send lateness at 500 req/s (Poisson, 2,000 requests): p50 median {p50:.3} ms, p99 median {p99:.3} ms"
     );
 }
 

@@ -230,39 +230,36 @@ fn check(label: &str, file: &ResultFile) -> Result<RunRecord, CompareError> {
     Ok(run)
 }
 
-fn config_notes(a: &Side, b: &Side) -> Vec<String> {
-    let (ra, rb) = (&a.run, &b.run);
-    let mut notes = Vec::new();
-    let mut differ = |what: &str, x: String, y: String, why: &str| {
-        if x != y {
-            notes.push(format!("{what} differ (A {x}, B {y}){why}"));
-        }
-    };
-    differ(
+/// A configuration both runs should share: what it is, how to read it, why it matters.
+type SharedConfig = (&'static str, fn(&RunRecord) -> String, &'static str);
+
+const SHARED_CONFIG: [SharedConfig; 4] = [
+    (
         "output tokens",
-        ra.config.output_tokens.to_string(),
-        rb.config.output_tokens.to_string(),
+        |r| r.config.output_tokens.to_string(),
         ": decode rates are not like for like",
-    );
-    differ(
-        "methods",
-        ra.config.method.clone(),
-        rb.config.method.clone(),
-        "",
-    );
-    differ(
+    ),
+    ("methods", |r| r.config.method.clone(), ""),
+    (
         "models",
-        ra.target.model.clone().unwrap_or_else(|| "?".into()),
-        rb.target.model.clone().unwrap_or_else(|| "?".into()),
+        |r| r.target.model.clone().unwrap_or_else(|| "?".into()),
         "",
-    );
-    differ(
+    ),
+    (
         "cache-bust settings",
-        ra.config.cache_bust.clone(),
-        rb.config.cache_bust.clone(),
+        |r| r.config.cache_bust.clone(),
         ": a run without cache busting may measure the cache",
-    );
-    notes
+    ),
+];
+
+fn config_notes(a: &Side, b: &Side) -> Vec<String> {
+    SHARED_CONFIG
+        .iter()
+        .filter_map(|(what, read, why)| {
+            let (x, y) = (read(&a.run), read(&b.run));
+            (x != y).then(|| format!("{what} differ (A {x}, B {y}){why}"))
+        })
+        .collect()
 }
 
 /// Compare two result files; `labels` name them in output and errors.
