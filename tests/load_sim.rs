@@ -444,8 +444,10 @@ async fn the_knee_search_runs_end_to_end_and_sits_beside_the_plan() {
 /// send to that event parsed, so the difference is the request's loopback transfer and
 /// HTTP parsing before the server stamps its arrival, plus the event's write, transfer and
 /// parsing after, plus the wait for a core: client and server share this process's 2
-/// workers and the machine's 2 cores with other builds. Measured over five runs with the
-/// load average at 4–7: medians 0.3–0.6 ms (see the README); issue 12 asks 1 ms.
+/// workers and the machine's 2 cores with other builds. Measured over five runs at a load
+/// average of 1.4–2.3: medians 0.16–0.21 ms (kept-alive connections 0.15–0.18 ms; the 63
+/// requests that open one, 6–10 ms). Issue 12 asks 1 ms: five times the measured median,
+/// room for a busier machine.
 const TTFT_MINUS_TRUTH_MEDIAN_MAX_S: f64 = 0.001;
 
 /// At concurrency 64, every request's TTFT as the client measured it, against the
@@ -457,7 +459,9 @@ const TTFT_MINUS_TRUTH_MEDIAN_MAX_S: f64 = 0.001;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_at_concurrency_64_is_within_a_millisecond_of_server_truth() {
     let _t = timing_lock().await;
-    const REQUESTS: usize = 192;
+    // Five rounds: the first 64 open their connections (several ms each at once), so the
+    // median falls among requests on kept-alive connections, as a load's steady state does.
+    const REQUESTS: usize = 320;
     let s = sim(&[
         "--sim-t0",
         "0.002",
@@ -485,7 +489,7 @@ async fn ttft_at_concurrency_64_is_within_a_millisecond_of_server_truth() {
             "--concurrency",
             "64",
             "--requests",
-            "192",
+            "320",
             "--output-tokens",
             "4",
         ],
