@@ -1,10 +1,16 @@
 //! Benchmark (not a test): how late the simulator's engine steps land when many requests
 //! stream at once over loopback HTTP, client and server in one process on this machine.
 //! 10 ms decode steps; each running request gets one OpenAI delta SSE event per step.
-//! Prints per batch size: how late the engine thread woke for each step's end and its own
-//! work per step (median, p99), how late each output reached its connection (`out`, what
-//! a client sees), the events per second delivered, and the 1-minute load average (other
-//! processes on the machine count).
+//! Prints per batch size, median and p99 in ms:
+//! - `wake_late`: how late the engine thread woke after each step's scheduled end;
+//! - `step_work`: the engine's work at a step's end (apply it, hand its outputs to the
+//!   requests, plan the next step);
+//! - `out_late`: from a step's scheduled end to its output reaching the request task that
+//!   writes it to the connection (what a client sees, loopback aside);
+//!
+//! then the steps measured, the output events per second delivered (running × steps/s:
+//! the simulator's ceiling when lateness stays small), and the 1-minute load average
+//! (other processes on the machine count).
 
 use clap::Parser;
 use ctxbench::sim::driver::StepTiming;
@@ -106,21 +112,12 @@ fn main() {
         .unwrap();
     println!("sim engine step lateness, {STEP_S} s steps, client and server on this machine");
     println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>10} {:>6}",
-        "running",
-        "late_med",
-        "late_p99",
-        "busy_med",
-        "busy_p99",
-        "out_med",
-        "out_p99",
-        "steps",
-        "events/s",
-        "load"
+        "{:>8} {:>21} {:>21} {:>21} {:>6} {:>10} {:>6}",
+        "", "wake_late ms", "step_work ms", "out_late ms", "", "", "load"
     );
     println!(
-        "{:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "", "ms", "ms", "ms", "ms", "ms", "ms"
+        "{:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10} {:>6}",
+        "running", "p50", "p99", "p50", "p99", "p50", "p99", "steps", "events/s", "1min"
     );
     for &running in BATCHES {
         let (timings, output_late, events_per_s) = rt.block_on(round(running));
@@ -129,7 +126,7 @@ fn main() {
         let mut busy: Vec<f64> = timings.iter().map(|t| t.busy_s * 1e3).collect();
         let mut out: Vec<f64> = output_late.iter().map(|s| s * 1e3).collect();
         println!(
-            "{running:>8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {n:>6} {events_per_s:>10.0} {:>6}",
+            "{running:>8} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {n:>6} {events_per_s:>10.0} {:>6}",
             quantile(&mut late, 0.5),
             quantile(&mut late, 0.99),
             quantile(&mut busy, 0.5),

@@ -34,7 +34,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Client TTFT − server prefill at concurrency 1: loopback round trip, HTTP and JSON on both
-/// sides, the tokio timer's 1 ms granularity in the simulator's sleeps, and scheduling delay
+/// sides, the simulator engine thread's wake-up lateness, and scheduling delay
 /// on a loaded 2-core machine. 5 ms is several times what it measures idle (~1.5 ms).
 const TTFT_OVER_TRUTH_MAX_S: f64 = 0.005;
 /// Client TPOT against the server's own (its truth log, first token to last): the two differ
@@ -438,4 +438,214 @@ async fn the_knee_search_runs_end_to_end_and_sits_beside_the_plan() {
     assert!(cell(knee).meets_target && !cell(miss).meets_target);
     assert!(k.planned.is_some() && k.planned_from.is_some(), "{k:?}");
     assert_eq!(k.probes.len(), r.cells.len());
+}
+
+/// Client TTFT − server TTFT for one request, matched: the server's TTFT runs from its body
+/// being parsed to the first token's hand-over to the connection, the client's from its
+/// send to that event parsed, so the difference is the request's loopback transfer and
+/// HTTP parsing before the server stamps its arrival, plus the event's write, transfer and
+/// parsing after, plus the wait for a core: client and server share this process's 2
+/// workers and the machine's 2 cores with other builds. Measured over five runs at a load
+/// average of 1.4–2.3: medians 0.16–0.21 ms (kept-alive connections 0.15–0.18 ms; the 63
+/// requests that open one, 6–10 ms). Issue 12 asks 1 ms: five times the measured median,
+/// room for a busier machine. An unoptimised test build spends several times the CPU on
+/// each event's JSON and HTTP on both sides: 0.83–0.96 ms measured (three runs, load 1.5),
+/// so there the bound is 3 ms; the 1 ms claim is the optimised build's (`--release`).
+const TTFT_MINUS_TRUTH_MEDIAN_MAX_S: f64 = if cfg!(debug_assertions) { 0.003 } else { 0.001 };
+
+/// At concurrency 64, every request's TTFT as the client measured it, against the
+/// simulator's own record of that request, matched by first-token order. A
+/// 1,024-token step budget prefills one prompt per step, so a step hands out one first token
+/// and a few decode tokens: the figure is per-request delivery, not the wait behind 64
+/// events written and parsed at once on two shared cores (that burst adds ~1–2 ms here,
+/// see the README's simulator section).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttft_at_concurrency_64_is_within_a_millisecond_of_server_truth() {
+    let _t = timing_lock().await;
+    // Five rounds: the first 64 open their connections (several ms each at once), so the
+    // median falls among requests on kept-alive connections, as a load's steady state does.
+    const REQUESTS: usize = 320;
+    let s = sim(&[
+        "--sim-t0",
+        "0.002",
+        "--sim-p0",
+        "1e6",
+        "--sim-q",
+        "0",
+        "--sim-d0",
+        "0.001",
+        "--sim-d1",
+        "0",
+        "--max-running",
+        "64",
+        "--kv-pool-tokens",
+        "1000000",
+        "--max-batch-tokens",
+        "1024",
+    ])
+    .await;
+    let r = load(
+        &s.url(),
+        &[
+            "--lengths",
+            "1k",
+            "--concurrency",
+            "64",
+            "--requests",
+            "320",
+            "--output-tokens",
+            "4",
+        ],
+    )
+    .await;
+    let truth = common::truth_after(&s, REQUESTS + 1).await;
+    let mut server: Vec<_> = truth
+        .iter()
+        .filter(|t| t.prompt_tokens == 1024 && t.first_token_s.is_some())
+        .collect();
+    assert_eq!(server.len(), REQUESTS, "one truth record per request");
+    let mut client: Vec<_> = r.requests.iter().filter(|q| q.ok).collect();
+    assert_eq!(client.len(), REQUESTS);
+    // One first token per step, steps ~4 ms apart: the k-th first token the client saw is
+    // the k-th the server handed out.
+    server.sort_by(|a, b| {
+        a.first_token_s
+            .unwrap()
+            .total_cmp(&b.first_token_s.unwrap())
+    });
+    client
+        .sort_by(|a, b| (a.sent_s + a.ttft_s.unwrap()).total_cmp(&(b.sent_s + b.ttft_s.unwrap())));
+    let over: Vec<f64> = client
+        .iter()
+        .zip(&server)
+        .map(|(c, t)| c.ttft_s.unwrap() - (t.first_token_s.unwrap() - t.arrival_s))
+        .collect();
+    let mid = median(over.clone());
+    let mut sorted = over.clone();
+    sorted.sort_by(f64::total_cmp);
+    let by_conn = |reused: bool| {
+        let v: Vec<f64> = client
+            .iter()
+            .zip(&over)
+            .filter(|(c, _)| c.conn_reused == Some(reused))
+            .map(|(_, d)| *d)
+            .collect();
+        (
+            v.len(),
+            if v.is_empty() {
+                f64::NAN
+            } else {
+                median(v) * 1e3
+            },
+        )
+    };
+    eprintln!(
+        "client TTFT - server TTFT at c=64, ms: p10 {:.3} median {:.3} p90 {:.3} (n {}); \
+         median over new connections {:?}, reused {:?} (n, ms)",
+        sorted[sorted.len() / 10] * 1e3,
+        mid * 1e3,
+        sorted[sorted.len() * 9 / 10] * 1e3,
+        sorted.len(),
+        by_conn(false),
+        by_conn(true),
+    );
+    assert!(
+        (0.0..TTFT_MINUS_TRUTH_MEDIAN_MAX_S).contains(&mid),
+        "median client − server TTFT {mid} s"
+    );
+}
+
+/// Engine-clock times agree to this: sums of a few float step costs.
+const ENGINE_EXACT_S: f64 = 1e-9;
+
+/// The knee against the pool's arithmetic: a pool of exactly K = 4 requests of 1024 + 16
+/// tokens (65 pages of 16), prefill nearly free and 20 ms decode steps, so a request that
+/// does not queue has its first token within two steps (≤ 40 ms). At K + 1 the cell's
+/// first K + 1 requests arrive together and one waits for a running request's 16 tokens
+/// (~320 ms): a 150 ms TTFT bound at a 0.99 goodput target is broken by queueing alone.
+/// The knee is K, queueing starts at K + 1, the planner says K; and each queued request
+/// leaves the queue exactly when the cost model's steps of a running one end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_knee_and_queue_times_match_the_pool_and_cost_model() {
+    let _t = timing_lock().await;
+    const K: u32 = 4;
+    const L: u64 = 1024;
+    const G: u64 = 16;
+    const D0: f64 = 0.020;
+    let pool = (K as u64 * (L + G)).to_string();
+    let s = sim(&[
+        "--sim-t0",
+        "0",
+        "--sim-p0",
+        "1e12",
+        "--sim-q",
+        "0",
+        "--sim-d0",
+        "0.020",
+        "--sim-d1",
+        "0",
+        "--max-running",
+        "64",
+        "--kv-pool-tokens",
+        &pool,
+        "--sim-new-token-ratio",
+        "1",
+        "--context-length",
+        "2048",
+    ])
+    .await;
+    let flags = "--lengths 1k --find-knee --knee-max 16 --requests 20 --output-tokens 16 --slo ttft=150ms --goodput-target 0.99";
+    let r = load(&s.url(), &flags.split(' ').collect::<Vec<_>>()).await;
+    let k = &r.knees[0];
+    assert_eq!(k.knee, Some(f64::from(K)), "{k:?}");
+    assert_eq!(k.first_miss, Some(f64::from(K + 1)), "{k:?}");
+    assert_eq!(k.planned, Some(f64::from(K)), "{k:?}");
+    assert_eq!(k.queue_onset, Some(f64::from(K + 1)), "{k:?}");
+
+    // The truth log, cell by cell (cells run one after another, 20 requests each).
+    let sent: usize = r.cells.iter().map(|c| c.sent as usize).sum();
+    let truth = common::truth_after(&s, sent + 1).await;
+    let mut measured: Vec<_> = truth.iter().filter(|t| t.prompt_tokens == L).collect();
+    assert_eq!(measured.len(), sent);
+    measured.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
+    // The engine-clock end of a request's last step: admitted, then every step it was in.
+    let finish = |t: &ctxbench::sim::RequestTruth| {
+        t.admitted_s.unwrap() + t.prefill_s + t.decode_steps.iter().map(|d| d.cost_s).sum::<f64>()
+    };
+    let mut at = 0;
+    for cell in &r.cells {
+        let c = cell.cell.concurrency.unwrap();
+        let reqs = &measured[at..at + cell.sent as usize];
+        at += cell.sent as usize;
+        let mut queued = 0;
+        for t in reqs {
+            assert_eq!(t.output_tokens, G);
+            // Each decode step costs d0 (d1 = 0; prefill chunks riding along cost ~1e-9 s).
+            assert!(
+                t.decode_steps.iter().all(|d| (d.cost_s - D0).abs() < 1e-6),
+                "{t:?}"
+            );
+            let wait = t.admitted_s.unwrap() - t.arrival_s;
+            // Not queued: admitted at the first step start after arrival (≤ one step).
+            if wait <= D0 + 1e-6 {
+                continue;
+            }
+            queued += 1;
+            // Queued: admitted exactly when a running request's last step ended, the
+            // first moment its pages were free.
+            let freed_by = reqs
+                .iter()
+                .find(|o| (finish(o) - t.admitted_s.unwrap()).abs() < ENGINE_EXACT_S);
+            assert!(
+                freed_by.is_some(),
+                "c={c}: {t:?} left the queue at no finish"
+            );
+        }
+        if c <= K {
+            assert_eq!(queued, 0, "c={c} fits the pool: nothing queues");
+        } else {
+            assert!(queued > 0, "c={c} > K: some request queues");
+        }
+        eprintln!("c={c}: {queued} of {} requests queued", reqs.len());
+    }
 }

@@ -76,6 +76,8 @@ struct Names {
     waiting: &'static str,
     ttft: &'static str,
     e2e: &'static str,
+    /// Finished requests per `finished_reason` (vLLM's dialect only).
+    success: Option<&'static str>,
 }
 
 const SGLANG: Names = Names {
@@ -87,6 +89,7 @@ const SGLANG: Names = Names {
     waiting: "sglang:num_queue_reqs",
     ttft: "sglang:time_to_first_token_seconds",
     e2e: "sglang:e2e_request_latency_seconds",
+    success: None,
 };
 
 const VLLM: Names = Names {
@@ -98,6 +101,7 @@ const VLLM: Names = Names {
     waiting: "vllm:num_requests_waiting",
     ttft: "vllm:time_to_first_token_seconds",
     e2e: "vllm:e2e_request_latency_seconds",
+    success: Some("vllm:request_success_total"),
 };
 
 /// Six requests: one prompt twice in a row (a cache hit), then four at once in a pool too
@@ -143,6 +147,49 @@ async fn metrics_match_truth(persona: &str, names: &Names) {
     assert_eq!(histogram_count(&m, names.e2e), 6);
     let stats = server.stats();
     assert_eq!(stats.preemptions as f64, preemptions);
+    if let Some(success) = names.success {
+        success_counts_match_truth(&server, success).await;
+    }
+}
+
+/// After the six `length` requests, one that stops at EOS and one whose client leaves
+/// mid-stream: `finished_reason` counts equal the truth log's finishes.
+async fn success_counts_match_truth(server: &SimServer, name: &str) {
+    let (http, url) = (client(), server.url());
+    let body = json!({"prompt": ids(50, 9), "max_tokens": 200});
+    let resp = send_json(&http, &format!("{url}/v1/completions"), &body).await;
+    assert_eq!(resp.status(), 200);
+    let body =
+        json!({"prompt": ids(50, 10), "max_tokens": 1500, "ignore_eos": true, "stream": true});
+    let mut stream = send_json(&http, &format!("{url}/v1/completions"), &body)
+        .await
+        .bytes_stream();
+    stream.next().await.expect("a first event").unwrap();
+    drop(stream);
+    let truth = truth_after(server, 8).await;
+    let m = scrape(&http, &url).await;
+    let counted = |reason: &str| {
+        let found: Vec<f64> = m
+            .samples
+            .iter()
+            .filter(|s| s.metric == name && s.labels.get("finished_reason") == Some(reason))
+            .filter_map(|s| match s.value {
+                prometheus_parse::Value::Counter(x) => Some(x),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{name}{{finished_reason={reason}}}: {found:?}"
+        );
+        found[0]
+    };
+    for (reason, want) in [("length", 6), ("stop", 1), ("abort", 1)] {
+        let in_truth = truth.iter().filter(|t| t.finish == reason).count();
+        assert_eq!(in_truth, want, "{reason}: {truth:?}");
+        assert_eq!(counted(reason), in_truth as f64, "{reason}");
+    }
 }
 
 #[tokio::test]
@@ -153,6 +200,12 @@ async fn sglang_metrics_parse_and_match_the_truth_log() {
 #[tokio::test]
 async fn vllm_metrics_parse_and_match_the_truth_log() {
     metrics_match_truth("vllm", &VLLM).await;
+}
+
+/// A generic OpenAI-compatible server speaks vLLM's dialect, the one most copy.
+#[tokio::test]
+async fn openai_metrics_speak_vllms_dialect_and_match_the_truth_log() {
+    metrics_match_truth("openai", &VLLM).await;
 }
 
 #[tokio::test]

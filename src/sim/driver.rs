@@ -1,21 +1,19 @@
-//! The scheduler in real time: one task plans each step, hands every request its outputs
-//! stamped with the step's end (each request sleeps to that instant itself), then sleeps to
-//! just before the step's absolute end, applies it and plans the next — so the engine's own
-//! lateness (the runtime timer's millisecond rounding included) reaches no client unless it
-//! exceeds `PLAN_AHEAD`. It runs on the server's runtime, so a step's outputs wake their
-//! requests on the same worker without another thread in between. Requests join and leave
-//! through a shared lock held only for bookkeeping, never across a sleep.
+//! The scheduler in real time, on its own OS thread: plan a step, sleep to its absolute
+//! end with the kernel's high-resolution timer (tens of µs, where the async runtime's
+//! timer rounds to the millisecond), apply it, and hand every request its outputs at that
+//! instant; the request tasks write them as soon as they arrive, without sleeping or
+//! spinning of their own. Steps are scheduled on the engine clock — the next starts at the
+//! previous end however late the thread woke — so the truth records do not depend on the
+//! thread's wake-up lateness, only what clients see does (measured by `benches/sim_engine`).
+//! Requests join and leave through a shared lock held only for bookkeeping, never across
+//! a sleep.
 
-use super::scheduler::{Emission, EngineConfig, NewRequest, Scheduler, Step};
+use super::scheduler::{Emission, EngineConfig, NewRequest, Scheduler};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
-/// How long before a step's end the engine plans the next one. Its own lateness up to
-/// this never reaches a client; a request arriving in this window joins one step later.
-const PLAN_AHEAD: Duration = Duration::from_millis(5);
 /// Step timings kept for `step_timings` (the most recent).
 const MAX_TIMING_SAMPLES: usize = 100_000;
 
@@ -23,14 +21,14 @@ struct Inner {
     sched: Scheduler,
     outputs: HashMap<u64, mpsc::UnboundedSender<Emission>>,
     next_id: u64,
+    stopping: bool,
 }
 
 struct Shared {
     inner: Mutex<Inner>,
     /// New work (a request, a cancel, a resized pool) or a stop.
-    wake: Notify,
+    wake: Condvar,
     epoch: Instant,
-    stopping: AtomicBool,
     timings: Mutex<VecDeque<StepTiming>>,
     output_lateness: Mutex<VecDeque<f64>>,
 }
@@ -38,11 +36,11 @@ struct Shared {
 /// How one step went in real time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepTiming {
-    /// How late the engine woke to plan the next step (`PLAN_AHEAD` before this one's
-    /// end), s: up to `PLAN_AHEAD` costs clients nothing.
+    /// How late the engine thread woke after the step's scheduled end, s: every output of
+    /// the step reaches its request at least this late.
     pub late_s: f64,
-    /// The engine's own work for the step (applying it, planning and dispatching the
-    /// next), s.
+    /// The engine's own work at the step's end (applying it, handing out its outputs,
+    /// planning the next), s: the last output handed out is this much later still.
     pub busy_s: f64,
 }
 
@@ -53,6 +51,10 @@ impl Shared {
 
     fn now_s(&self) -> f64 {
         self.epoch.elapsed().as_secs_f64()
+    }
+
+    fn instant(&self, at_s: f64) -> Instant {
+        self.epoch + Duration::from_secs_f64(at_s.max(0.0))
     }
 }
 
@@ -100,23 +102,25 @@ pub struct Submit {
 }
 
 impl Engine {
-    /// Start stepping on the current tokio runtime.
+    /// Start stepping on a thread of its own.
     pub fn start(config: EngineConfig) -> anyhow::Result<Engine> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| anyhow::anyhow!("the simulator engine needs a tokio runtime"))?;
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 sched: Scheduler::new(config),
                 outputs: HashMap::new(),
                 next_id: 0,
+                stopping: false,
             }),
-            wake: Notify::new(),
+            wake: Condvar::new(),
             epoch: Instant::now(),
-            stopping: AtomicBool::new(false),
             timings: Mutex::new(VecDeque::new()),
             output_lateness: Mutex::new(VecDeque::new()),
         });
-        runtime.spawn(step_loop(Arc::clone(&shared)));
+        let stepper = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("sim-engine".into())
+            .spawn(move || step_loop(&stepper))
+            .map_err(|e| anyhow::anyhow!("cannot start the simulator engine thread: {e}"))?;
         Ok(Engine { shared })
     }
 
@@ -132,7 +136,7 @@ impl Engine {
 
     /// The instant of engine-clock time `at_s`.
     pub fn instant(&self, at_s: f64) -> Instant {
-        self.shared.epoch + Duration::from_secs_f64(at_s.max(0.0))
+        self.shared.instant(at_s)
     }
 
     /// Note how late an output reached its connection (s), for benches.
@@ -208,7 +212,7 @@ impl Engine {
 
     /// Stop stepping; every request's output channel closes.
     pub fn stop(&self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.lock().stopping = true;
         self.shared.wake.notify_one();
     }
 }
@@ -219,65 +223,67 @@ impl Drop for Engine {
     }
 }
 
-async fn step_loop(shared: Arc<Shared>) {
+fn step_loop(shared: &Shared) {
     let mut last_end = 0.0;
+    // When the thread woke for the last step's end, and how late.
     let mut woke: Option<(Instant, f64)> = None;
+    let mut inner = shared.lock();
     loop {
-        let Some(step) = next_step(&shared, last_end).await else {
-            shared.lock().outputs.clear();
-            return;
-        };
-        // Outputs leave at the step's start, stamped with its end.
-        dispatch(&shared, &step);
-        if let Some((at, late_s)) = woke.take() {
-            let busy_s = at.elapsed().as_secs_f64();
-            let mut timings = shared.timings.lock().unwrap_or_else(|p| p.into_inner());
-            if timings.len() >= MAX_TIMING_SAMPLES {
-                timings.pop_front();
+        // Plan the next step, or wait until one can run.
+        let step = loop {
+            if inner.stopping {
+                inner.outputs.clear();
+                return;
             }
-            timings.push_back(StepTiming { late_s, busy_s });
+            let start = inner.sched.next_start(last_end);
+            let planned = inner.sched.begin_step(start);
+            if let Some((at, late_s)) = woke.take() {
+                note_timing(shared, late_s, at.elapsed().as_secs_f64());
+            }
+            if let Some(step) = planned {
+                break step;
+            }
+            inner = shared.wake.wait(inner).unwrap_or_else(|p| p.into_inner());
+        };
+        // Sleep to its end; new work does not cut a step short, a stop does.
+        let end = shared.instant(step.end_s);
+        loop {
+            let now = Instant::now();
+            if inner.stopping || now >= end {
+                break;
+            }
+            inner = match shared.wake.wait_timeout(inner, end - now) {
+                Ok((guard, _)) => guard,
+                Err(p) => p.into_inner().0,
+            };
         }
-        // Wake a little before the step's end to plan the next one, so the next outputs
-        // are already with their requests when this step ends.
-        let end = shared.epoch + Duration::from_secs_f64(step.end_s.max(0.0));
-        let due = end.checked_sub(PLAN_AHEAD).unwrap_or(end);
-        if !sleep_until(&shared, due).await {
+        if inner.stopping {
             continue;
         }
         let now = Instant::now();
-        woke = Some((now, now.saturating_duration_since(due).as_secs_f64()));
+        woke = Some((now, now.saturating_duration_since(end).as_secs_f64()));
         last_end = step.end_s;
-        shared.lock().sched.end_step(step);
+        let outputs = inner.sched.end_step(step);
+        dispatch(&mut inner, outputs, last_end);
     }
 }
 
-/// Wait until a step can run and plan it; `None` once stopping.
-async fn next_step(shared: &Shared, last_end: f64) -> Option<Step> {
-    loop {
-        if shared.stopping.load(Ordering::SeqCst) {
-            return None;
-        }
-        let planned = {
-            let mut inner = shared.lock();
-            let start = inner.sched.next_start(last_end);
-            inner.sched.begin_step(start)
-        };
-        if planned.is_some() {
-            return planned;
-        }
-        shared.wake.notified().await;
+fn note_timing(shared: &Shared, late_s: f64, busy_s: f64) {
+    let mut timings = shared.timings.lock().unwrap_or_else(|p| p.into_inner());
+    if timings.len() >= MAX_TIMING_SAMPLES {
+        timings.pop_front();
     }
+    timings.push_back(StepTiming { late_s, busy_s });
 }
 
-/// Hand each request its outputs of `step`; a request whose receiver is gone is aborted.
-fn dispatch(shared: &Shared, step: &Step) {
-    let mut inner = shared.lock();
+/// Hand each request its outputs; a request whose receiver is gone is aborted.
+fn dispatch(inner: &mut Inner, outputs: Vec<Emission>, now_s: f64) {
     let mut gone = Vec::new();
-    for em in &step.emissions {
+    for em in outputs {
         let Some(tx) = inner.outputs.get(&em.id) else {
             continue;
         };
-        if tx.send(*em).is_err() {
+        if tx.send(em).is_err() {
             gone.push(em.id);
         } else if em.finished {
             inner.outputs.remove(&em.id);
@@ -285,21 +291,6 @@ fn dispatch(shared: &Shared, step: &Step) {
     }
     for id in gone {
         inner.outputs.remove(&id);
-        inner.sched.abort(id, step.start_s);
-    }
-}
-
-/// Sleep to `due`; false when stopping first. New requests do not cut a step short.
-async fn sleep_until(shared: &Shared, due: Instant) -> bool {
-    let sleep = tokio::time::sleep_until(due.into());
-    tokio::pin!(sleep);
-    loop {
-        if shared.stopping.load(Ordering::SeqCst) {
-            return false;
-        }
-        tokio::select! {
-            _ = &mut sleep => return true,
-            _ = shared.wake.notified() => {}
-        }
+        inner.sched.abort(id, now_s);
     }
 }

@@ -3,20 +3,13 @@
 //! it is produced, with the mid-stream faults the other personas have.
 
 use super::engine::{self, Flow, Job, Listener, Progress};
-use super::sse::{FaultBody, MidStream, stall};
+use super::sse::{BodySender, FaultBody, MidStream, stall};
 use super::state::{SimState, Slot};
 use super::truth::RequestTruth;
-use axum::body::Body;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::mpsc;
-
-/// Pause before breaking the body, so hyper flushes the frames already written.
-const RESET_AFTER: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {
@@ -26,48 +19,25 @@ pub enum Framing {
     Ndjson,
 }
 
-enum Message {
-    Frame(Bytes),
-    Reset,
-}
-
 /// The sending end of one streamed body.
 pub struct FrameStream {
-    tx: mpsc::UnboundedSender<Message>,
+    body: BodySender,
     framing: Framing,
 }
 
 impl FrameStream {
     pub fn open(framing: Framing) -> (FrameStream, Response) {
-        let (tx, rx) = mpsc::unbounded_channel::<Message>();
-        let frames = futures::stream::unfold(rx, |mut rx| async move {
-            let frame = match rx.recv().await? {
-                Message::Frame(bytes) => Ok(bytes),
-                Message::Reset => {
-                    tokio::time::sleep(RESET_AFTER).await;
-                    Err(std::io::Error::other("simulated connection reset"))
-                }
-            };
-            Some((frame, rx))
-        });
         let content_type = match framing {
             Framing::Sse => "text/event-stream",
             Framing::Ndjson => "application/x-ndjson",
         };
-        let response = (
-            [
-                (header::CONTENT_TYPE, content_type),
-                (header::CACHE_CONTROL, "no-cache"),
-            ],
-            Body::from_stream(frames),
-        )
-            .into_response();
-        (FrameStream { tx, framing }, response)
+        let (body, response) = BodySender::open(content_type);
+        (FrameStream { body, framing }, response)
     }
 
     /// False once the client has gone.
     fn raw(&self, text: String) -> bool {
-        self.tx.send(Message::Frame(Bytes::from(text))).is_ok()
+        self.body.send(Bytes::from(text))
     }
 
     pub fn json(&self, v: &Value) -> bool {
@@ -88,12 +58,12 @@ impl FrameStream {
     fn keep_alive(&self) -> bool {
         match self.framing {
             Framing::Sse => self.raw(": keep-alive\n\n".to_string()),
-            Framing::Ndjson => !self.tx.is_closed(),
+            Framing::Ndjson => !self.body.is_closed(),
         }
     }
 
     fn reset(&self) {
-        let _ = self.tx.send(Message::Reset);
+        self.body.reset();
     }
 }
 
@@ -142,7 +112,7 @@ impl<F: Frames> Listener for FrameListener<F> {
             // Held until the truth is logged, so a client that has the end can read it.
             self.last = frames;
             self.finished = true;
-            return if self.out.tx.is_closed() {
+            return if self.out.body.is_closed() {
                 Flow::Cut
             } else {
                 Flow::Delivered

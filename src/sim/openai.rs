@@ -229,6 +229,18 @@ impl Shape {
         usage
     }
 
+    /// The fields every completion object carries around its one choice.
+    fn envelope(&self, object: &str, choice: Value, usage: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage,
+        })
+    }
+
     fn chunk(&self, content: Value, finish: Option<&str>, usage: Value) -> Value {
         let (object, choice) = match self.kind {
             Kind::Text => (
@@ -240,14 +252,7 @@ impl Shape {
                 json!({"index": 0, "delta": content, "logprobs": null, "finish_reason": finish}),
             ),
         };
-        json!({
-            "id": self.id,
-            "object": object,
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": usage,
-        })
+        self.envelope(object, choice, usage)
     }
 
     fn whole(&self, outcome: &Outcome) -> Value {
@@ -272,14 +277,7 @@ impl Shape {
                 }),
             ),
         };
-        json!({
-            "id": self.id,
-            "object": object,
-            "created": self.created,
-            "model": self.model,
-            "choices": [choice],
-            "usage": usage,
-        })
+        self.envelope(object, choice, usage)
     }
 }
 

@@ -102,7 +102,7 @@ impl Step {
 }
 
 /// The engine's state at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct SeriesPoint {
     pub t_s: f64,
     pub running: usize,
@@ -196,6 +196,8 @@ pub struct Scheduler {
     records: Vec<EngineRecord>,
     in_step: bool,
     not_before_s: f64,
+    /// As the last scheduling decision left it (what `/metrics` reports).
+    scheduled: SeriesPoint,
 }
 
 impl Scheduler {
@@ -212,6 +214,7 @@ impl Scheduler {
             records: Vec::new(),
             in_step: false,
             not_before_s: 0.0,
+            scheduled: SeriesPoint::default(),
         }
     }
 
@@ -244,6 +247,13 @@ impl Scheduler {
     }
 
     /// Finished and aborted requests, in the order they left.
+    /// Running and waiting as of the last scheduling decision, as vLLM and SGLang report
+    /// them (their gauges are set once a step is scheduled): a request that arrived since
+    /// is not counted as waiting until a decision leaves it out.
+    pub fn scheduled(&self) -> SeriesPoint {
+        self.scheduled
+    }
+
     pub fn records(&self) -> &[EngineRecord] {
         &self.records
     }
@@ -283,9 +293,13 @@ impl Scheduler {
     pub fn abort(&mut self, id: u64, now_s: f64) {
         if let Some(i) = self.waiting.iter().position(|r| r.id == id) {
             let r = self.waiting.remove(i).expect("index found");
+            self.stats.aborted += 1;
             self.records.push(r.record(None));
             self.mark(now_s);
         } else if let Some(r) = self.running.iter_mut().find(|r| r.id == id) {
+            // One whose last token is already computed counts as finished at the step's end.
+            let last_computed = r.decoding && r.produced == r.target;
+            self.stats.aborted += u64::from(!r.gone && !last_computed);
             r.gone = true;
             if !self.in_step {
                 self.sweep(now_s);
@@ -322,6 +336,7 @@ impl Scheduler {
         self.sweep(start_s);
         self.admit(start_s);
         if self.running.is_empty() {
+            self.decided(start_s);
             return None;
         }
         let spec = u64::from(self.config.spec.max(1));
@@ -409,6 +424,7 @@ impl Scheduler {
         }
         self.in_step = true;
         self.mark(start_s);
+        self.decided(start_s);
         Some(Step {
             start_s,
             end_s,
@@ -447,6 +463,7 @@ impl Scheduler {
             }
             if em.finished {
                 self.stats.finished += 1;
+                self.stats.finished_length += u64::from(r.produced == r.max_tokens);
                 self.stats.e2e.observe(end - r.arrival_s);
             }
             if !r.gone {
@@ -543,16 +560,29 @@ impl Scheduler {
         self.waiting.push_front(r);
     }
 
-    fn mark(&mut self, t_s: f64) {
-        let t_s = self.series.back().map_or(t_s, |p| p.t_s.max(t_s));
+    /// Note the running and waiting counts a scheduling decision left. Requests that
+    /// arrived after the step's start wait for the next decision without having been
+    /// refused, like those still in vLLM's input queue: not counted.
+    fn decided(&mut self, t_s: f64) {
+        self.scheduled = SeriesPoint {
+            waiting: self.waiting.iter().filter(|r| r.arrival_s <= t_s).count(),
+            ..self.point(t_s)
+        };
+    }
+
+    fn point(&self, t_s: f64) -> SeriesPoint {
         let page = self.pool.page_tokens();
-        let point = SeriesPoint {
+        SeriesPoint {
             t_s,
             running: self.running(),
             waiting: self.waiting.len(),
             pool_used_tokens: self.pool.referenced_pages() * page,
             pool_cached_tokens: self.pool.evictable_pages() * page,
-        };
+        }
+    }
+
+    fn mark(&mut self, t_s: f64) {
+        let point = self.point(self.series.back().map_or(t_s, |p| p.t_s.max(t_s)));
         if self.series.len() >= MAX_SERIES_POINTS {
             self.series.pop_front();
         }

@@ -188,7 +188,7 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/health", get(info::health));
     let routes = match state.config.cost.persona {
-        Persona::Openai => openai_routes,
+        Persona::Openai => openai_routes.route("/metrics", get(metrics::metrics)),
         Persona::Vllm => vllm::routes(openai_routes, state.config.cost.dev_mode),
         Persona::Ollama => openai_routes.merge(ollama::routes(Arc::clone(&state))),
         Persona::Tgi => openai_routes.merge(tgi::routes(Arc::clone(&state))),

@@ -21,22 +21,22 @@ const RESET_AFTER: Duration = Duration::from_millis(20);
 type Frame = Result<Bytes, std::io::Error>;
 
 enum Message {
-    Event(Bytes),
+    Frame(Bytes),
     Reset,
 }
 
-/// The sending end of one response body.
-pub struct EventStream {
+/// The sending end of a streamed body, shared by every persona's framing.
+pub(super) struct BodySender {
     tx: mpsc::UnboundedSender<Message>,
 }
 
-impl EventStream {
-    /// A stream and the streaming response that carries it.
-    pub fn open() -> (EventStream, Response) {
+impl BodySender {
+    /// A sender and the streaming response that carries what it sends.
+    pub(super) fn open(content_type: &'static str) -> (BodySender, Response) {
         let (tx, rx) = mpsc::unbounded_channel::<Message>();
         let frames = futures::stream::unfold(rx, |mut rx| async move {
             let frame = match rx.recv().await? {
-                Message::Event(bytes) => Ok(bytes),
+                Message::Frame(bytes) => Ok(bytes),
                 Message::Reset => {
                     tokio::time::sleep(RESET_AFTER).await;
                     Err(reset_error())
@@ -46,18 +46,45 @@ impl EventStream {
         });
         let response = (
             [
-                (header::CONTENT_TYPE, "text/event-stream"),
+                (header::CONTENT_TYPE, content_type),
                 (header::CACHE_CONTROL, "no-cache"),
             ],
             Body::from_stream(frames),
         )
             .into_response();
-        (EventStream { tx }, response)
+        (BodySender { tx }, response)
+    }
+
+    /// False once the client has gone.
+    pub(super) fn send(&self, frame: Bytes) -> bool {
+        self.tx.send(Message::Frame(frame)).is_ok()
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// End the body with an error: hyper drops the connection without the last chunk.
+    pub(super) fn reset(&self) {
+        let _ = self.tx.send(Message::Reset);
+    }
+}
+
+/// The sending end of one response body.
+pub struct EventStream {
+    body: BodySender,
+}
+
+impl EventStream {
+    /// A stream and the streaming response that carries it.
+    pub fn open() -> (EventStream, Response) {
+        let (body, response) = BodySender::open("text/event-stream");
+        (EventStream { body }, response)
     }
 
     /// False once the client has gone.
     fn send(&self, frame: Bytes) -> bool {
-        self.tx.send(Message::Event(frame)).is_ok()
+        self.body.send(frame)
     }
 
     pub fn data(&self, event: &Value) -> bool {
@@ -72,9 +99,8 @@ impl EventStream {
         self.send(Bytes::from_static(b": keep-alive\n\n"))
     }
 
-    /// End the body with an error: hyper drops the connection without the last chunk.
     fn reset(&self) {
-        let _ = self.tx.send(Message::Reset);
+        self.body.reset();
     }
 }
 

@@ -128,28 +128,11 @@ impl SimState {
         }
     }
 
-    /// Like `sleep_until`, but without the timer's millisecond rounding: sleeps to just
-    /// before `at`, then yields until it passes. Used where a late wake would bias a
-    /// measured figure (TTFT); decode steps use plain absolute sleeps, whose lateness is
-    /// the same on every step and cancels out of rates.
-    pub async fn sleep_until_precise(&self, at: Instant) -> bool {
-        if !self.sleep_until(at - PRECISE_MARGIN).await {
-            return false;
-        }
-        while Instant::now() < at {
-            tokio::task::yield_now().await;
-        }
-        true
-    }
-
     /// Sleep for a while; false when the server shuts down first.
     pub async fn sleep(&self, duration: Duration) -> bool {
         self.sleep_until(Instant::now() + duration).await
     }
 }
-
-/// How long before a precise deadline the timer hands over to yielding.
-const PRECISE_MARGIN: Duration = Duration::from_millis(2);
 
 /// The engine's settings from the flags, each checked and named when wrong.
 fn engine_config(config: &SimConfig) -> anyhow::Result<EngineConfig> {

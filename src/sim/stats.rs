@@ -69,6 +69,10 @@ pub struct EngineStats {
     pub preemptions: u64,
     /// Requests that produced their last token.
     pub finished: u64,
+    /// Of `finished`, those that reached `max_tokens` (the rest stopped at EOS).
+    pub finished_length: u64,
+    /// Requests whose client went before their last token.
+    pub aborted: u64,
     /// From arrival to the step end that produced the first token.
     pub ttft: Histogram,
     /// Between successive outputs of one request.
@@ -86,6 +90,8 @@ impl Default for EngineStats {
             cached_tokens: 0,
             preemptions: 0,
             finished: 0,
+            finished_length: 0,
+            aborted: 0,
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
             e2e: Histogram::new(E2E_BUCKETS),
