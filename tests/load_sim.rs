@@ -625,8 +625,10 @@ async fn the_knee_and_queue_times_match_the_pool_and_cost_model() {
                 t.decode_steps.iter().all(|d| (d.cost_s - D0).abs() < 1e-6),
                 "{t:?}"
             );
-            let wait = t.admitted_s.unwrap() - t.arrival_s;
-            // Not queued: admitted at the first step start after arrival (≤ one step).
+            // Not queued: admitted at the first step start after the engine got it (≤ one
+            // step). From the HTTP arrival instead, a request whose prompt was still being
+            // parsed when a step began would look queued for one step.
+            let wait = t.admitted_s.unwrap() - t.submitted_s;
             if wait <= D0 + 1e-6 {
                 continue;
             }

@@ -223,6 +223,12 @@ impl Drop for Engine {
     }
 }
 
+/// How long before a step's end the engine's timer fires; it spins the rest. On a busy
+/// machine a woken thread can wait a millisecond for a core: the spin absorbs that wait
+/// (up to this much) before the step's end instead of after it, for 3 % of a core at
+/// 10 ms steps.
+const WAKE_EARLY: Duration = Duration::from_micros(300);
+
 fn step_loop(shared: &Shared) {
     let mut last_end = 0.0;
     // When the thread woke for the last step's end, and how late.
@@ -245,18 +251,29 @@ fn step_loop(shared: &Shared) {
             }
             inner = shared.wake.wait(inner).unwrap_or_else(|p| p.into_inner());
         };
-        // Sleep to its end; new work does not cut a step short, a stop does.
+        // Sleep to just before its end; new work does not cut a step short, a stop does.
         let end = shared.instant(step.end_s);
+        let early = end.checked_sub(WAKE_EARLY).unwrap_or(end);
         loop {
             let now = Instant::now();
-            if inner.stopping || now >= end {
+            if inner.stopping || now >= early {
                 break;
             }
-            inner = match shared.wake.wait_timeout(inner, end - now) {
+            inner = match shared.wake.wait_timeout(inner, early - now) {
                 Ok((guard, _)) => guard,
                 Err(p) => p.into_inner().0,
             };
         }
+        if inner.stopping {
+            continue;
+        }
+        // Spin the last stretch with the lock free: a thread that waits for a core after
+        // its timer fires does so here, not past the step's end.
+        drop(inner);
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        inner = shared.lock();
         if inner.stopping {
             continue;
         }

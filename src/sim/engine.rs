@@ -102,6 +102,7 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         needle_answer: needle_answer.clone(),
         fault: fault.map(|f| f.name().to_string()),
         arrival_s: engine.at_s(arrived.into_std()),
+        submitted_s: engine.now_s(),
         ..RequestTruth::default()
     };
     let mut ticket = engine.submit(Submit {

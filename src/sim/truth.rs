@@ -37,6 +37,9 @@ pub struct RequestTruth {
     pub fault: Option<String>,
     /// When the request had arrived (its body parsed).
     pub arrival_s: f64,
+    /// When the engine got it (its prompt tokenized): the first step it can join starts
+    /// after this, so a wait from here beyond one step is queueing.
+    pub submitted_s: f64,
     /// When it left the queue (first admission).
     pub admitted_s: Option<f64>,
     /// When its first token was handed to the connection.
