@@ -34,11 +34,8 @@ struct CompletionBody {
     model: Option<String>,
     prompt: Option<Value>,
     max_tokens: Option<u64>,
-    #[serde(default)]
-    stream: bool,
-    stream_options: Option<StreamOptions>,
-    ignore_eos: Option<bool>,
-    min_tokens: Option<u64>,
+    #[serde(flatten)]
+    generation: GenOptions,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,6 +44,13 @@ struct ChatBody {
     messages: Vec<ChatMessage>,
     max_tokens: Option<u64>,
     max_completion_tokens: Option<u64>,
+    #[serde(flatten)]
+    generation: GenOptions,
+}
+
+/// The generation options both routes take.
+#[derive(Debug, Deserialize)]
+struct GenOptions {
     #[serde(default)]
     stream: bool,
     stream_options: Option<StreamOptions>,
@@ -86,17 +90,13 @@ pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Res
         Err(message) => return ApiError::bad_request(DIALECT, message).into_response(),
     };
     let max_tokens = req.max_tokens.unwrap_or(DEFAULT_COMPLETION_TOKENS);
-    let options = req.stream_options.unwrap_or_default();
     let call = Call {
         kind: Kind::Text,
         route: "/v1/completions",
         model: req.model,
         prompt,
         max_tokens,
-        min_tokens: req.min_tokens.unwrap_or(0),
-        ignore_eos: req.ignore_eos.unwrap_or(false),
-        stream: req.stream,
-        options,
+        generation: req.generation,
         arrived,
     };
     serve(&state, call).await
@@ -126,10 +126,7 @@ pub async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -
         model: req.model,
         prompt,
         max_tokens,
-        min_tokens: req.min_tokens.unwrap_or(0),
-        ignore_eos: req.ignore_eos.unwrap_or(false),
-        stream: req.stream,
-        options: req.stream_options.unwrap_or_default(),
+        generation: req.generation,
         arrived,
     };
     serve(&state, call).await
@@ -143,10 +140,7 @@ struct Call {
     model: Option<String>,
     prompt: Vec<u32>,
     max_tokens: u64,
-    min_tokens: u64,
-    ignore_eos: bool,
-    stream: bool,
-    options: StreamOptions,
+    generation: GenOptions,
 }
 
 async fn serve(state: &Arc<SimState>, call: Call) -> Response {
@@ -160,6 +154,7 @@ async fn serve(state: &Arc<SimState>, call: Call) -> Response {
         );
         return ApiError::new(DIALECT, StatusCode::NOT_FOUND, message).into_response();
     }
+    let min_tokens = call.generation.min_tokens.unwrap_or(0);
     let admitted = match admit(
         state,
         GenRequest {
@@ -167,9 +162,10 @@ async fn serve(state: &Arc<SimState>, call: Call) -> Response {
             dialect: DIALECT,
             prompt: call.prompt,
             max_tokens: call.max_tokens,
-            min_tokens: call.min_tokens,
-            ignore_eos: call.ignore_eos || call.min_tokens >= call.max_tokens,
-            stream: call.stream,
+            min_tokens,
+            ignore_eos: call.generation.ignore_eos.unwrap_or(false)
+                || min_tokens >= call.max_tokens,
+            stream: call.generation.stream,
             arrived: call.arrived,
         },
     ) {
@@ -180,18 +176,19 @@ async fn serve(state: &Arc<SimState>, call: Call) -> Response {
         Kind::Text => "cmpl",
         Kind::Chat => "chatcmpl",
     };
+    let options = call.generation.stream_options.unwrap_or_default();
     let shape = Shape {
         kind: call.kind,
         id: format!("{prefix}-{}", admitted.request_id),
         created: unix_now_s(),
         model: served.clone(),
-        include_usage: call.options.include_usage.unwrap_or(false),
-        continuous_usage: call.options.continuous_usage_stats.unwrap_or(false)
+        include_usage: options.include_usage.unwrap_or(false),
+        continuous_usage: options.continuous_usage_stats.unwrap_or(false)
             && !state.config.cost.no_continuous_usage,
         report_cache: !state.config.cost.no_cache_report,
         last_usage: Value::Null,
     };
-    if call.stream {
+    if call.generation.stream {
         let (out, response) = EventStream::open();
         if shape.kind == Kind::Chat {
             // Sent as soon as the request arrives, before prefill: not a token.

@@ -28,7 +28,8 @@ pub enum Outcome {
 }
 
 impl Session {
-    /// One sample at `n` tokens by `method` (`Stream` or `TwoPoint`).
+    /// One sample at `n` tokens by `method`: `TwoPoint` is a cold 1-token request, then
+    /// the cold full one; otherwise the full one.
     pub async fn measure(
         &mut self,
         n: u64,
@@ -37,7 +38,26 @@ impl Session {
         needle: Option<&Needle>,
         deadline: Duration,
     ) -> Outcome {
-        match self.sample(n, rep, method, needle, deadline).await {
+        let sampled: Result<Sample, RequestError> = async {
+            let first = match method {
+                Method::TwoPoint => Some(self.cold_request(n, 1, needle, deadline).await?),
+                _ => None,
+            };
+            let (b, sent, fb) = self
+                .cold_request(n, self.output_tokens, needle, deadline)
+                .await?;
+            let expect = self.expect(n, sent, rep, needle);
+            let (mut s, fa) = match &first {
+                Some((a, _, fa)) => (measure::two_point_sample(a, &b, &expect), *fa),
+                None => (measure::stream_sample(&b, &expect), false),
+            };
+            if fa || fb {
+                s.push_flag(flag::FLUSH_FAILED);
+            }
+            Ok(s)
+        }
+        .await;
+        match sampled {
             Ok(s) => Outcome::Sample(Box::new(s)),
             Err(e) => Outcome::Error(ErrorRecord {
                 context_tokens: n,
@@ -47,33 +67,6 @@ impl Session {
                 method: Some(method.sample_name().into()),
             }),
         }
-    }
-
-    /// `TwoPoint`: a cold 1-token request, then the cold full one; otherwise the full one.
-    async fn sample(
-        &mut self,
-        n: u64,
-        rep: u32,
-        method: Method,
-        needle: Option<&Needle>,
-        deadline: Duration,
-    ) -> Result<Sample, RequestError> {
-        let first = match method {
-            Method::TwoPoint => Some(self.cold_request(n, 1, needle, deadline).await?),
-            _ => None,
-        };
-        let (b, sent, fb) = self
-            .cold_request(n, self.output_tokens, needle, deadline)
-            .await?;
-        let expect = self.expect(n, sent, rep, needle);
-        let (mut s, fa) = match &first {
-            Some((a, _, fa)) => (measure::two_point_sample(a, &b, &expect), *fa),
-            None => (measure::stream_sample(&b, &expect), false),
-        };
-        if fa || fb {
-            s.push_flag(flag::FLUSH_FAILED);
-        }
-        Ok(s)
     }
 
     fn expect(&self, n: u64, sent: Option<u64>, rep: u32, needle: Option<&Needle>) -> Expectation {
