@@ -77,56 +77,86 @@ struct Shape {
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
-    let arrived = tokio::time::Instant::now();
-    let req: CompletionBody = match parse_body(&body, DIALECT) {
-        Ok(req) => req,
-        Err(e) => return e.into_response(),
-    };
-    let Some(prompt) = req.prompt.as_ref() else {
-        return ApiError::bad_request(DIALECT, "`prompt` is required").into_response();
-    };
-    let prompt = match any_prompt(prompt, "prompt") {
-        Ok(prompt) => prompt,
-        Err(message) => return ApiError::bad_request(DIALECT, message).into_response(),
-    };
-    let max_tokens = req.max_tokens.unwrap_or(DEFAULT_COMPLETION_TOKENS);
-    let call = Call {
-        kind: Kind::Text,
-        route: "/v1/completions",
-        model: req.model,
-        prompt,
-        max_tokens,
-        generation: req.generation,
-        arrived,
-    };
-    serve(&state, call).await
+    handle::<CompletionBody>(state, body).await
 }
 
 pub async fn chat_completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
+    handle::<ChatBody>(state, body).await
+}
+
+/// What each route's body gives the one handler.
+trait RouteBody: serde::de::DeserializeOwned {
+    const KIND: Kind;
+    const ROUTE: &'static str;
+    /// The prompt's tokens, or the message of a 400.
+    fn prompt(&self) -> Result<Vec<u32>, String>;
+    fn max_tokens(&self, prompt_tokens: u64, state: &SimState) -> u64;
+    fn into_parts(self) -> (Option<String>, GenOptions);
+}
+
+impl RouteBody for CompletionBody {
+    const KIND: Kind = Kind::Text;
+    const ROUTE: &'static str = "/v1/completions";
+
+    fn prompt(&self) -> Result<Vec<u32>, String> {
+        let prompt = self.prompt.as_ref().ok_or("`prompt` is required")?;
+        any_prompt(prompt, "prompt")
+    }
+
+    fn max_tokens(&self, _: u64, _: &SimState) -> u64 {
+        self.max_tokens.unwrap_or(DEFAULT_COMPLETION_TOKENS)
+    }
+
+    fn into_parts(self) -> (Option<String>, GenOptions) {
+        (self.model, self.generation)
+    }
+}
+
+impl RouteBody for ChatBody {
+    const KIND: Kind = Kind::Chat;
+    const ROUTE: &'static str = "/v1/chat/completions";
+
+    fn prompt(&self) -> Result<Vec<u32>, String> {
+        chat_prompt(&self.messages)
+    }
+
+    /// Like vLLM: without a limit the answer may fill the rest of the context.
+    fn max_tokens(&self, prompt_tokens: u64, state: &SimState) -> u64 {
+        let room = state
+            .config
+            .cost
+            .context_length
+            .saturating_sub(prompt_tokens)
+            .max(1);
+        self.max_completion_tokens
+            .or(self.max_tokens)
+            .unwrap_or(room)
+    }
+
+    fn into_parts(self) -> (Option<String>, GenOptions) {
+        (self.model, self.generation)
+    }
+}
+
+async fn handle<B: RouteBody>(state: Arc<SimState>, body: Bytes) -> Response {
     let arrived = tokio::time::Instant::now();
-    let req: ChatBody = match parse_body(&body, DIALECT) {
+    let req: B = match parse_body(&body, DIALECT) {
         Ok(req) => req,
         Err(e) => return e.into_response(),
     };
-    let prompt = match chat_prompt(&req.messages) {
+    let prompt = match req.prompt() {
         Ok(prompt) => prompt,
         Err(message) => return ApiError::bad_request(DIALECT, message).into_response(),
     };
-    // Like vLLM: without a limit the answer may fill the rest of the context.
-    let room = state
-        .config
-        .cost
-        .context_length
-        .saturating_sub(prompt.len() as u64)
-        .max(1);
-    let max_tokens = req.max_completion_tokens.or(req.max_tokens).unwrap_or(room);
+    let max_tokens = req.max_tokens(prompt.len() as u64, &state);
+    let (model, generation) = req.into_parts();
     let call = Call {
-        kind: Kind::Chat,
-        route: "/v1/chat/completions",
-        model: req.model,
+        kind: B::KIND,
+        route: B::ROUTE,
+        model,
         prompt,
         max_tokens,
-        generation: req.generation,
+        generation,
         arrived,
     };
     serve(&state, call).await
