@@ -2,7 +2,7 @@
 //! circles carrying `<title>` tooltips, dashed curves clipped to the plot area, a legend.
 
 use super::format::raw;
-use super::{Chart, Curve, Scale, Series, color};
+use super::{Chart, Curve, Scale, Series, Unit, color};
 use crate::report::escape::escape;
 use std::fmt::Write;
 
@@ -73,33 +73,20 @@ fn axes(out: &mut String, chart: &Chart, x: &Scale, y: &Scale) {
         w = x1 - x0,
         h = y0 - y1
     );
-    // x axis
-    let _ = write!(
-        out,
-        r##"<g class="axis x-axis" data-scale="{}" data-min="{}" data-max="{}"><line class="axis-line" x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333333"/>"##,
-        x.kind.name(),
-        raw(x.lo),
-        raw(x.hi)
+    let x_line = format!(
+        r##"<line class="axis-line" x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333333"/>"##
     );
-    let labelled = x.labelled_ticks();
-    for t in &x.ticks {
-        let Some(px) = x.map(*t) else { continue };
-        let _ = write!(
-            out,
-            r##"<g class="tick" data-value="{v}"><line class="grid" x1="{px:.1}" y1="{y1}" x2="{px:.1}" y2="{y0}" stroke="#eeeeee"/><line x1="{px:.1}" y1="{y0}" x2="{px:.1}" y2="{t2}" stroke="#333333"/>"##,
-            v = raw(*t),
+    axis(out, "x-axis", x, &x_line, chart.x_unit, |px| {
+        let lines = format!(
+            r##"<line class="grid" x1="{px:.1}" y1="{y1}" x2="{px:.1}" y2="{y0}" stroke="#eeeeee"/><line x1="{px:.1}" y1="{y0}" x2="{px:.1}" y2="{t2}" stroke="#333333"/>"##,
             t2 = y0 + 5.0
         );
-        if labelled.contains(t) {
-            let _ = write!(
-                out,
-                r#"<text class="tick-label" x="{px:.1}" y="{ty}" text-anchor="middle">{l}</text>"#,
-                ty = y0 + 18.0,
-                l = escape(&chart.x_unit.label(*t))
-            );
-        }
-        out.push_str("</g>");
-    }
+        let place = format!(
+            r#"x="{px:.1}" y="{ty}" text-anchor="middle""#,
+            ty = y0 + 18.0
+        );
+        (lines, place)
+    });
     let _ = write!(
         out,
         r#"<text class="axis-label x-label" x="{cx:.1}" y="{ly}" text-anchor="middle">{l}</text></g>"#,
@@ -107,34 +94,21 @@ fn axes(out: &mut String, chart: &Chart, x: &Scale, y: &Scale) {
         ly = HEIGHT - 10.0,
         l = escape(&chart.x_label)
     );
-    // y axis
-    let _ = write!(
-        out,
-        r##"<g class="axis y-axis" data-scale="{}" data-min="{}" data-max="{}"><line class="axis-line" x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#333333"/>"##,
-        y.kind.name(),
-        raw(y.lo),
-        raw(y.hi)
+    let y_line = format!(
+        r##"<line class="axis-line" x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}" stroke="#333333"/>"##
     );
-    let labelled = y.labelled_ticks();
-    for t in &y.ticks {
-        let Some(py) = y.map(*t) else { continue };
-        let _ = write!(
-            out,
-            r##"<g class="tick" data-value="{v}"><line class="grid" x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="#eeeeee"/><line x1="{t2}" y1="{py:.1}" x2="{x0}" y2="{py:.1}" stroke="#333333"/>"##,
-            v = raw(*t),
+    axis(out, "y-axis", y, &y_line, chart.y_unit, |py| {
+        let lines = format!(
+            r##"<line class="grid" x1="{x0}" y1="{py:.1}" x2="{x1}" y2="{py:.1}" stroke="#eeeeee"/><line x1="{t2}" y1="{py:.1}" x2="{x0}" y2="{py:.1}" stroke="#333333"/>"##,
             t2 = x0 - 5.0
         );
-        if labelled.contains(t) {
-            let _ = write!(
-                out,
-                r#"<text class="tick-label" x="{tx}" y="{ty:.1}" text-anchor="end">{l}</text>"#,
-                tx = x0 - 8.0,
-                ty = py + 4.0,
-                l = escape(&chart.y_unit.label(*t))
-            );
-        }
-        out.push_str("</g>");
-    }
+        let place = format!(
+            r#"x="{tx}" y="{ty:.1}" text-anchor="end""#,
+            tx = x0 - 8.0,
+            ty = py + 4.0
+        );
+        (lines, place)
+    });
     let zero = (!y.kind.is_log() && y.lo < 0.0 && y.hi > 0.0)
         .then(|| y.map(0.0))
         .flatten();
@@ -150,6 +124,40 @@ fn axes(out: &mut String, chart: &Chart, x: &Scale, y: &Scale) {
         cy = (y0 + y1) / 2.0,
         l = escape(&chart.y_label)
     );
+}
+
+/// An axis group's opening, its line and a tick per value: `tick(position)` gives the
+/// tick's lines and its label's placement attributes. The caller adds the axis label and
+/// closes the group.
+fn axis(
+    out: &mut String,
+    class: &str,
+    scale: &Scale,
+    line: &str,
+    unit: Unit,
+    tick: impl Fn(f64) -> (String, String),
+) {
+    let _ = write!(
+        out,
+        r#"<g class="axis {class}" data-scale="{}" data-min="{}" data-max="{}">{line}"#,
+        scale.kind.name(),
+        raw(scale.lo),
+        raw(scale.hi)
+    );
+    let labelled = scale.labelled_ticks();
+    for t in &scale.ticks {
+        let Some(p) = scale.map(*t) else { continue };
+        let (lines, place) = tick(p);
+        let _ = write!(out, r#"<g class="tick" data-value="{}">{lines}"#, raw(*t));
+        if labelled.contains(t) {
+            let _ = write!(
+                out,
+                r#"<text class="tick-label" {place}>{}</text>"#,
+                escape(&unit.label(*t))
+            );
+        }
+        out.push_str("</g>");
+    }
 }
 
 /// A dashed curve, split into runs of points that fall inside the plot area.
