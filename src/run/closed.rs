@@ -3,7 +3,7 @@
 //! over jobs its record handler releases one by one.
 
 use super::jobs::Jobs;
-use super::runner::{InFlight, Slot, timed};
+use super::runner::{InFlight, Slot, rethrow, timed};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -51,11 +51,7 @@ pub async fn run_jobs<J, T, F, Fut>(
     }
     // A worker that panicked must not end the loop as if its jobs were done.
     while let Some(done) = workers.join_next().await {
-        if let Err(e) = done
-            && e.is_panic()
-        {
-            std::panic::resume_unwind(e.into_panic());
-        }
+        rethrow(done);
     }
 }
 

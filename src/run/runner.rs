@@ -123,7 +123,9 @@ pub async fn run<T, F, Fut>(
                         tasks.spawn(request(i, offset));
                         while tasks.try_join_next().is_some() {}
                     }
-                    while tasks.join_next().await.is_some() {}
+                    while let Some(done) = tasks.join_next().await {
+                        rethrow(done);
+                    }
                 }
                 Pacing::Thread { spin } => {
                     let runtime = tokio::runtime::Handle::current();
@@ -138,17 +140,22 @@ pub async fn run<T, F, Fut>(
                             .collect::<Vec<_>>()
                     })
                     .await;
-                    let tasks = match paced {
-                        Ok(tasks) => tasks,
-                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                        Err(_) => Vec::new(),
-                    };
-                    for t in tasks {
-                        let _ = t.await;
+                    for t in rethrow(paced).unwrap_or_default() {
+                        rethrow(t.await);
                     }
                 }
             }
         }
+    }
+}
+
+/// A finished task's output; a panic inside it is resumed here, never taken for a request
+/// that ended (`None`: cancelled, as when the runtime shuts down).
+pub(super) fn rethrow<T>(done: Result<T, tokio::task::JoinError>) -> Option<T> {
+    match done {
+        Ok(x) => Some(x),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
     }
 }
 
@@ -268,6 +275,29 @@ mod tests {
         for (slot, _, _) in &out {
             assert!(slot.sent >= slot.scheduled, "{slot:?}");
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[should_panic(expected = "the request panicked")]
+    async fn a_panicking_open_loop_request_is_not_taken_for_a_finished_one() {
+        let (tx, _rx) = mpsc::unbounded_channel::<()>();
+        let load = Load::Open {
+            at: vec![Duration::ZERO; 3],
+            max_concurrency: None,
+            pacing: Pacing::Thread {
+                spin: Duration::from_micros(200),
+            },
+        };
+        let send = |_: Slot| async { panic!("the request panicked") };
+        run(
+            load,
+            Budget::Requests(0),
+            Instant::now(),
+            InFlight::default(),
+            send,
+            tx,
+        )
+        .await;
     }
 
     #[tokio::test(start_paused = true)]

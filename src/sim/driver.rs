@@ -1,6 +1,6 @@
-//! The scheduler in real time, on its own OS thread: plan a step, sleep to its absolute
-//! end with the kernel's high-resolution timer (tens of µs, where the async runtime's
-//! timer rounds to the millisecond), apply it, and hand every request its outputs at that
+//! The scheduler in real time, on its own OS thread: plan a step, sleep with the kernel's
+//! high-resolution timer (tens of µs, where the async runtime's timer rounds to the
+//! millisecond) to just before its absolute end and spin the rest, apply it, and hand every request its outputs at that
 //! instant; the request tasks write them as soon as they arrive, without sleeping or
 //! spinning of their own. Steps are scheduled on the engine clock — the next starts at the
 //! previous end however late the thread woke — so the truth records do not depend on the
@@ -29,8 +29,34 @@ struct Shared {
     /// New work (a request, a cancel, a resized pool) or a stop.
     wake: Condvar,
     epoch: Instant,
-    timings: Mutex<VecDeque<StepTiming>>,
-    output_lateness: Mutex<VecDeque<f64>>,
+    timings: Recent<StepTiming>,
+    output_lateness: Recent<f64>,
+}
+
+/// The most recent `MAX_TIMING_SAMPLES` figures of one kind, for benches.
+struct Recent<T>(Mutex<VecDeque<T>>);
+
+impl<T: Copy> Recent<T> {
+    fn new() -> Self {
+        Recent(Mutex::new(VecDeque::new()))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, x: T) {
+        let mut q = self.lock();
+        if q.len() >= MAX_TIMING_SAMPLES {
+            q.pop_front();
+        }
+        q.push_back(x);
+    }
+
+    /// Oldest first.
+    fn snapshot(&self) -> Vec<T> {
+        self.lock().iter().copied().collect()
+    }
 }
 
 /// How one step went in real time.
@@ -113,8 +139,8 @@ impl Engine {
             }),
             wake: Condvar::new(),
             epoch: Instant::now(),
-            timings: Mutex::new(VecDeque::new()),
-            output_lateness: Mutex::new(VecDeque::new()),
+            timings: Recent::new(),
+            output_lateness: Recent::new(),
         });
         let stepper = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -141,23 +167,12 @@ impl Engine {
 
     /// Note how late an output reached its connection (s), for benches.
     pub fn note_output_lateness(&self, late_s: f64) {
-        let mut late = self.output_lateness();
-        if late.len() >= MAX_TIMING_SAMPLES {
-            late.pop_front();
-        }
-        late.push_back(late_s);
+        self.shared.output_lateness.push(late_s);
     }
 
     /// How late recent outputs reached their connections, s, most recent last.
     pub fn output_lateness_s(&self) -> Vec<f64> {
-        self.output_lateness().iter().copied().collect()
-    }
-
-    fn output_lateness(&self) -> MutexGuard<'_, VecDeque<f64>> {
-        self.shared
-            .output_lateness
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.shared.output_lateness.snapshot()
     }
 
     pub fn submit(&self, req: Submit) -> Ticket {
@@ -195,19 +210,12 @@ impl Engine {
 
     /// Real-time figures of recent steps, most recent last.
     pub fn step_timings(&self) -> Vec<StepTiming> {
-        self.timings().iter().copied().collect()
+        self.shared.timings.snapshot()
     }
 
     pub fn clear_step_timings(&self) {
-        self.timings().clear();
-        self.output_lateness().clear();
-    }
-
-    fn timings(&self) -> MutexGuard<'_, VecDeque<StepTiming>> {
-        self.shared
-            .timings
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.shared.timings.lock().clear();
+        self.shared.output_lateness.lock().clear();
     }
 
     /// Stop stepping; every request's output channel closes.
@@ -244,7 +252,10 @@ fn step_loop(shared: &Shared) {
             let start = inner.sched.next_start(last_end);
             let planned = inner.sched.begin_step(start);
             if let Some((at, late_s)) = woke.take() {
-                note_timing(shared, late_s, at.elapsed().as_secs_f64());
+                shared.timings.push(StepTiming {
+                    late_s,
+                    busy_s: at.elapsed().as_secs_f64(),
+                });
             }
             if let Some(step) = planned {
                 break step;
@@ -283,14 +294,6 @@ fn step_loop(shared: &Shared) {
         let outputs = inner.sched.end_step(step);
         dispatch(&mut inner, outputs, last_end);
     }
-}
-
-fn note_timing(shared: &Shared, late_s: f64, busy_s: f64) {
-    let mut timings = shared.timings.lock().unwrap_or_else(|p| p.into_inner());
-    if timings.len() >= MAX_TIMING_SAMPLES {
-        timings.pop_front();
-    }
-    timings.push_back(StepTiming { late_s, busy_s });
 }
 
 /// Hand each request its outputs; a request whose receiver is gone is aborted.

@@ -246,7 +246,6 @@ impl Scheduler {
         self.series.iter()
     }
 
-    /// Finished and aborted requests, in the order they left.
     /// Running and waiting as of the last scheduling decision, as vLLM and SGLang report
     /// them (their gauges are set once a step is scheduled): a request that arrived since
     /// is not counted as waiting until a decision leaves it out.
@@ -254,6 +253,7 @@ impl Scheduler {
         self.scheduled
     }
 
+    /// Finished and aborted requests, in the order they left.
     pub fn records(&self) -> &[EngineRecord] {
         &self.records
     }
