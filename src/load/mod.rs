@@ -384,7 +384,6 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     Ok(ctx.out)
 }
 
-/// One closed-loop cell of `c` workers at length `n`.
 /// A prompt of `n` tokens with a nonce of its own, so no earlier request's cache covers it.
 async fn fresh_prompt(
     prompts: &mut PromptSource,
@@ -396,6 +395,7 @@ async fn fresh_prompt(
         .await
 }
 
+/// One closed-loop cell of `c` workers at length `n`.
 async fn closed_cell(
     ctx: &mut Ctx,
     n: u64,
