@@ -3,8 +3,8 @@
 //! from cache (doubling, then bisecting), beside the KV pool the server reports.
 
 use crate::backend::{Backend, Flush, GenRequest};
-use crate::prompt::NonceSource;
-use crate::sweep::prompts::PromptSource;
+use crate::workload::NonceSource;
+use crate::workload::PromptSource;
 use serde::Serialize;
 use std::time::Duration;
 

@@ -12,7 +12,6 @@ pub mod fit;
 pub mod lengths;
 pub mod load;
 pub mod probe;
-pub mod prompt;
 pub mod record;
 pub mod report;
 pub mod report_cmd;
@@ -22,6 +21,7 @@ pub mod sim;
 pub mod stats;
 pub mod summary;
 pub mod sweep;
+pub mod workload;
 
 use cli::{Cli, Command};
 

@@ -66,9 +66,9 @@ async fn cache_capacity(
             info.context_length.unwrap_or(0)
         );
     }
-    let mut nonce = crate::prompt::NonceSource::from_entropy();
+    let mut nonce = crate::workload::NonceSource::from_entropy();
     let mut prompts =
-        crate::sweep::prompts::PromptSource::prepare(backend, false, ceiling, &mut nonce).await?;
+        crate::workload::PromptSource::prepare(backend, false, ceiling, &mut nonce).await?;
     eprintln!(
         "probing the prefix cache: priming distinct {}-token prefixes until the first is evicted",
         args.prefix_tokens

@@ -9,10 +9,10 @@ use ctxbench::backend::http::Http;
 use ctxbench::backend::ollama::{NumCtx, Ollama, RELOAD_S};
 use ctxbench::backend::{Backend, detect};
 use ctxbench::cli::{CacheBust, Method};
-use ctxbench::prompt::NonceSource;
 use ctxbench::record::flag;
-use ctxbench::sweep::prompts::PromptSource;
 use ctxbench::sweep::session::{Outcome, Session};
+use ctxbench::workload::NonceSource;
+use ctxbench::workload::PromptSource;
 use serde_json::{Value, json};
 
 /// Relative tolerance on prefill tok/s: TTFT also holds a loopback round trip, the upload

@@ -10,11 +10,11 @@ async fn the_search_finds_how_many_prefixes_the_pool_keeps() {
     let server = common::sim(&["--context-length", "8192"]).await;
     let conn = common::connect(&server.url(), ApiChoice::Auto).await;
     let backend = conn.backend.as_ref();
-    let mut prompts = ctxbench::sweep::prompts::PromptSource::prepare(
+    let mut prompts = ctxbench::workload::PromptSource::prepare(
         backend,
         false,
         None,
-        &mut ctxbench::prompt::NonceSource::from_entropy(),
+        &mut ctxbench::workload::NonceSource::from_entropy(),
     )
     .await
     .unwrap();

@@ -191,25 +191,25 @@ async fn evicted_turns(
     let conn = common::connect(&server.url(), api).await;
     let reports = conn.info.reports_cached_tokens == Some(true);
     let backend = EvictAfterPriming(conn.backend);
-    let prompts = ctxbench::sweep::prompts::PromptSource::prepare(
+    let prompts = ctxbench::workload::PromptSource::prepare(
         &backend,
         false,
         None,
-        &mut ctxbench::prompt::NonceSource::from_entropy(),
+        &mut ctxbench::workload::NonceSource::from_entropy(),
     )
     .await
     .unwrap();
     let mut session = ctxbench::sweep::session::Session {
         backend: std::sync::Arc::new(backend),
         prompts,
-        nonce: ctxbench::prompt::NonceSource::seeded(7),
+        nonce: ctxbench::workload::NonceSource::seeded(7),
         cache_bust: ctxbench::cli::CacheBust::Auto,
         output_tokens: 8,
         cache_allowance_tokens: 16,
         reports_cached_tokens: reports,
     };
     let plan = DepthPlan::parse("8k", 512).unwrap();
-    let mut writer = ctxbench::sweep::writer::ResultWriter::none();
+    let mut writer = ctxbench::run::writer::ResultWriter::none();
     let (mut samples, mut errors) = (Vec::new(), Vec::new());
     // The cold points at depth + turn come first, as in a sweep (the timing judge needs them).
     for rep in 0..2 {

@@ -15,14 +15,14 @@ use crate::backend::{self, Backend, Prompt, http::Http, http::strip_credentials}
 use crate::cli::LoadArgs;
 use crate::exit;
 use crate::lengths::parse_lengths;
-use crate::prompt::{self, NONCE_TOKENS, NonceSource};
 use crate::record::load::{
     CellKey, CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
 };
 use crate::record::{Record, RunConfig, RunRecord, Target};
+use crate::run::writer::ResultWriter;
 use crate::run::{self, Arrival, Budget, Collector, Load, Pacing, runner::InFlight, schedule};
-use crate::sweep::prompts::{Built, PromptSource};
-use crate::sweep::writer::ResultWriter;
+use crate::workload::{Built, PromptSource};
+use crate::workload::{NONCE_TOKENS, NonceSource, prompt};
 use request::Shot;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -235,14 +235,14 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     })
     .await?;
     let info = conn.info.clone();
-    let limit = info.context_length.map(|t| crate::sweep::points::Limit {
+    let limit = info.context_length.map(|t| crate::workload::points::Limit {
         tokens: t,
         source: info
             .context_source
             .clone()
             .unwrap_or_else(|| "server".into()),
     });
-    let lengths = crate::sweep::points::resolve(&specs, args.output_tokens, limit.as_ref())?;
+    let lengths = crate::workload::points::resolve(&specs, args.output_tokens, limit.as_ref())?;
     lplan.lengths = lengths.clone();
     let ceiling = limit
         .as_ref()

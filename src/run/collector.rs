@@ -4,7 +4,7 @@
 
 use super::hist::LatencyHist;
 use crate::record::Record;
-use crate::sweep::writer::ResultWriter;
+use crate::run::writer::ResultWriter;
 use tokio::sync::mpsc;
 
 pub struct Collector {

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod runner;
 pub mod schedule;
 pub mod target;
+pub mod writer;
 
 pub use closed::run_jobs;
 pub use collector::Collector;

@@ -5,7 +5,7 @@
 use super::session::Session;
 use crate::backend::{GenRequest, RequestError};
 use crate::cli::CacheBust;
-use crate::prompt::first_symbol;
+use crate::workload::first_symbol;
 use std::time::Duration;
 
 /// Size of each probe prompt, tokens: small, and beyond any template.

@@ -2,10 +2,10 @@
 //! printed, and how to continue an interrupted one.
 
 use super::post::Handled;
-use super::writer::ResultWriter;
 use super::{SweepResult, transport};
 use crate::cli::SweepArgs;
 use crate::record::{Record, RunRecord};
+use crate::run::writer::ResultWriter;
 
 pub fn finish(
     args: &SweepArgs,

@@ -3,9 +3,9 @@
 
 use crate::backend::Completion;
 use crate::choices::Method;
-use crate::prompt::Needle;
 use crate::record::{NeedleResult, Sample, flag};
 use crate::stats::quantile;
+use crate::workload::Needle;
 
 /// What a measured request was meant to be.
 #[derive(Debug, Clone)]

@@ -2,19 +2,15 @@
 
 pub mod allowance;
 pub mod depth;
-pub mod exact_text;
 pub mod finish;
 pub mod jobs;
 pub mod measure;
 pub mod output;
-pub mod points;
 pub mod post;
-pub mod prompts;
 pub mod session;
 pub mod target;
 pub mod timeout;
 pub mod transport;
-pub mod writer;
 
 use crate::backend;
 use crate::cli::{Format, SweepArgs};

@@ -2,11 +2,11 @@
 //! two-point pair, and the verification flags.
 
 use super::measure::{self, Expectation};
-use super::prompts::PromptSource;
 use crate::backend::{Backend, Completion, Flush, GenRequest, RequestError};
 use crate::choices::{CacheBust, Method};
-use crate::prompt::{Needle, NonceSource};
 use crate::record::{ErrorRecord, Sample, flag};
+use crate::workload::PromptSource;
+use crate::workload::{Needle, NonceSource};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -3,12 +3,13 @@
 //! allowance), the transport check, and the run record that heads the result file.
 
 use super::session::Session;
-use super::{Plan, allowance, points, prompts, transport};
+use super::{Plan, allowance, transport};
+
 use crate::backend::{Backend, Connected, detect::ServerInfo, http::strip_credentials};
 use crate::cli::SweepArgs;
 use crate::lengths::format_count;
-use crate::prompt::NonceSource;
 use crate::record::{RunConfig, RunRecord, Target};
+use crate::workload::{NonceSource, PromptSource, points};
 use std::sync::Arc;
 
 /// A target ready to measure.
@@ -64,8 +65,7 @@ pub(super) async fn prepare(
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
     let mut nonce = NonceSource::from_entropy();
-    let prompts =
-        prompts::PromptSource::prepare(backend.as_ref(), args.needle, ceiling, &mut nonce).await?;
+    let prompts = PromptSource::prepare(backend.as_ref(), args.needle, ceiling, &mut nonce).await?;
     let page = info.page_size.unwrap_or(16).max(1);
     let mut session = Session {
         backend: backend.clone(),

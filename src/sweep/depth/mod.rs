@@ -7,10 +7,10 @@ pub mod turn;
 
 use super::session::Session;
 use super::timeout::TimeoutPolicy;
-use super::writer::ResultWriter;
 use crate::backend::{Completion, GenRequest, Prompt, RequestError};
 use crate::lengths::{format_count, parse_count};
 use crate::record::{DepthConfig, ErrorRecord, Record, Sample, flag};
+use crate::run::writer::ResultWriter;
 use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicBool, Ordering};
 use turn::TurnShape;
@@ -43,11 +43,11 @@ impl DepthPlan {
             anyhow::bail!("--depth: no depths given: pass e.g. --depth 0,8k,32k");
         }
         // The suffix opens with its own nonce, so it needs room for one plus some filler.
-        let min_turn = 2 * crate::prompt::NONCE_TOKENS as u64;
+        let min_turn = 2 * crate::workload::NONCE_TOKENS as u64;
         if turn_tokens < min_turn {
             anyhow::bail!(
                 "--turn-tokens must be at least {min_turn} (the turn opens with a {}-token nonce), got {turn_tokens}",
-                crate::prompt::NONCE_TOKENS
+                crate::workload::NONCE_TOKENS
             );
         }
         out.sort_unstable();
@@ -67,7 +67,7 @@ impl DepthPlan {
     pub fn check_limit(
         &self,
         output_tokens: u64,
-        limit: Option<&super::points::Limit>,
+        limit: Option<&crate::workload::points::Limit>,
     ) -> anyhow::Result<()> {
         let Some(l) = limit else { return Ok(()) };
         for &d in &self.depths {
@@ -340,7 +340,7 @@ mod tests {
     #[test]
     fn a_depth_beyond_the_limit_is_refused_naming_it() {
         let p = DepthPlan::parse("0,32k", 1024).unwrap();
-        let l = super::super::points::Limit {
+        let l = crate::workload::points::Limit {
             tokens: 32768,
             source: "/server_info".into(),
         };

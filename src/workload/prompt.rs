@@ -7,6 +7,12 @@ use crate::backend::Prompt;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// A prompt ready to send, and what is known of its length.
+pub struct Built {
+    pub prompt: Prompt,
+    pub sent_tokens: Option<u64>,
+}
+
 /// Plain prose, repeated to fill a prompt.
 pub const FILLER: &str = "The river runs past the old mill and under the stone bridge. \
 People in the town walk along the water in the morning and talk about the weather, the \

@@ -2,9 +2,8 @@
 //! that take text only but count it exactly (TGI's `/tokenize`): size the text by a
 //! calibration made with the tokenizer, then pad with a one-token word and verify.
 
-use super::prompts::Built;
+use super::prompt::{self, Built, NEEDLE_QUESTION, Needle, NonceSource, TextCalibration};
 use crate::backend::{Backend, Prompt};
-use crate::prompt::{self, NEEDLE_QUESTION, Needle, NonceSource, TextCalibration};
 
 /// Word counts of the two calibration texts.
 const CALIBRATION_WORDS: (usize, usize) = (64, 768);

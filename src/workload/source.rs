@@ -1,10 +1,11 @@
 //! Where a sweep's prompts come from: token ids from the server's tokenizer when the API
 //! takes them, else text calibrated against the server's own prompt counts.
 
-use crate::backend::{Backend, GenRequest, Prompt};
-use crate::prompt::{
-    self, FILLER, IdVocabulary, NEEDLE_QUESTION, Needle, NonceSource, PromptMode, TextCalibration,
+use super::prompt::{
+    self, Built, FILLER, IdVocabulary, NEEDLE_QUESTION, Needle, NonceSource, PromptMode,
+    TextCalibration,
 };
+use crate::backend::{Backend, GenRequest, Prompt};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -32,12 +33,6 @@ pub enum PromptSource {
 /// Margin kept below the server's ceiling in text mode: the linear calibration is good to a
 /// few tenths of a percent, and a prompt over the limit is refused outright.
 const CEILING_MARGIN: f64 = 0.005;
-
-/// A prompt ready to send, and what is known of its length.
-pub struct Built {
-    pub prompt: Prompt,
-    pub sent_tokens: Option<u64>,
-}
 
 impl PromptSource {
     /// Choose and prepare the prompt mode for `backend`.
