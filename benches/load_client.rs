@@ -9,7 +9,7 @@ use ctxbench::backend::http::Http;
 use ctxbench::backend::sglang::Sglang;
 use ctxbench::backend::shared::SharedTail;
 use ctxbench::backend::{Backend, Prompt};
-use ctxbench::load::request::Shot;
+use ctxbench::load::request::{Shot, Tail};
 use ctxbench::record::load::{CellKey, RequestRecord};
 use ctxbench::run::runner::InFlight;
 use ctxbench::run::{Arrival, Budget, Load, Pacing, Slot, run};
@@ -178,7 +178,7 @@ async fn cell(
     let tail = SharedTail::from_prompt(&Prompt::Ids(ids), 16);
     let shot = Arc::new(Shot {
         backend: backend(url),
-        tail,
+        tails: vec![Tail { tail, source: None }].into(),
         output_tokens: output,
         deadline: Duration::from_secs(120),
         cell: CellKey {
@@ -194,7 +194,7 @@ async fn cell(
         let head = Prompt::Ids((0..16).map(|i| 7 + (slot.index as u32 + i) % 500).collect());
         async move {
             let req = ctxbench::backend::GenRequest {
-                prompt: Prompt::Shared(shot.tail.with_head(&head)),
+                prompt: Prompt::Shared(shot.tails[0].tail.with_head(&head)),
                 max_tokens: shot.output_tokens,
                 ignore_eos: true,
                 cache_prompt: false,

@@ -73,6 +73,27 @@ pub struct TargetArgs {
     pub api_key_env: Option<String>,
 }
 
+/// What prompts are made of, for `sweep` and `load`: filler by default, or real text.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ContentArgs {
+    /// Build prompts from real text: a file, a folder (read recursively; binary files are
+    /// skipped and named), or builtin:prose, builtin:code, builtin:mixed. Each prompt is a
+    /// fresh span of it, nonce first, exact length. Under speculative decoding acceptance
+    /// depends on the text: decode tok/s on filler is not what users get.
+    /// Example: --corpus ./docs   or   --corpus builtin:code
+    #[arg(long, value_name = "PATH|builtin:NAME", conflicts_with = "dataset")]
+    pub corpus: Option<String>,
+    /// Build prompts from a dataset's entries (an entry shorter than the length is padded
+    /// with the next ones, a longer one cut at a token boundary): JSONL with `prompt` or
+    /// `text`, ShareGPT (`conversations`, first human turn) or LongBench (`context` + `input`).
+    /// Example: --dataset sharegpt.json --dataset-format sharegpt
+    #[arg(long, value_name = "FILE")]
+    pub dataset: Option<PathBuf>,
+    /// The dataset's format (detected from its first record when not given).
+    #[arg(long, value_enum, requires = "dataset")]
+    pub dataset_format: Option<crate::workload::content::DatasetFormat>,
+}
+
 #[derive(Args, Debug, Clone)]
 #[command(after_help = METRICS_HELP)]
 pub struct SweepArgs {
@@ -138,6 +159,9 @@ pub struct SweepArgs {
     /// Depth mode: tokens of the new turn (the uncached suffix; `k` = x1024).
     #[arg(long, default_value = "512", value_parser = crate::lengths::parse_count_arg)]
     pub turn_tokens: u64,
+    /// What the prompts are made of.
+    #[command(flatten)]
+    pub content: ContentArgs,
     /// Options for the built-in simulator, when no `--url` is given.
     #[command(flatten)]
     pub sim: crate::sim::SimCostArgs,
@@ -278,6 +302,9 @@ pub struct LoadArgs {
     /// Summary format on stdout.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// What the prompts are made of.
+    #[command(flatten)]
+    pub content: ContentArgs,
     /// Options for the built-in simulator, when no `--url` is given.
     #[command(flatten)]
     pub sim: crate::sim::SimCostArgs,

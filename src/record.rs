@@ -107,6 +107,9 @@ pub struct RunConfig {
     /// `sweep --depth`: the depths, the turn size and the reuse hints sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<DepthConfig>,
+    /// What the prompts are made of, in one line (filler, a corpus, a dataset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 /// How a depth run (`sweep --depth`) was set up.
@@ -157,6 +160,38 @@ pub struct Sample {
     /// `sweep --depth`: tokens of the fresh suffix (the turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_tokens: Option<u64>,
+    /// Which parts of the corpus or dataset the prompt's body came from (none for filler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceRecord>,
+}
+
+/// Where a prompt's body came from: spans of the content's documents, in the order used.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SourceRecord {
+    /// `tokens` (ids from the server's tokenizer) or `pieces` (words with their whitespace).
+    pub unit: String,
+    pub spans: Vec<DocSpan>,
+}
+
+impl SourceRecord {
+    /// A depth turn's source: the prefix's spans, then the suffix's.
+    pub fn joined(a: Option<&SourceRecord>, b: Option<&SourceRecord>) -> Option<SourceRecord> {
+        let unit = a.or(b)?.unit.clone();
+        let spans = a
+            .into_iter()
+            .chain(b)
+            .flat_map(|s| s.spans.clone())
+            .collect();
+        Some(SourceRecord { unit, spans })
+    }
+}
+
+/// Units `[start, end)` of one document (a corpus file, or a dataset entry).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocSpan {
+    pub doc: String,
+    pub start: u64,
+    pub end: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -110,6 +110,9 @@ pub struct RequestRecord {
     pub ok: bool,
     pub error: Option<RequestFailure>,
     pub server_timings: Option<Value>,
+    /// Which parts of the corpus or dataset the prompt's body came from (none for filler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::record::SourceRecord>,
 }
 
 impl RequestRecord {

@@ -293,6 +293,7 @@ mod tests {
                 rtt_s: Some(0.001),
                 simulator: None,
                 depth: None,
+                content: None,
             },
         })
     }

@@ -23,7 +23,7 @@ use crate::run::writer::ResultWriter;
 use crate::run::{self, Arrival, Budget, Collector, Load, Pacing, runner::InFlight, schedule};
 use crate::workload::{Built, PromptSource};
 use crate::workload::{NONCE_TOKENS, NonceSource, prompt};
-use request::Shot;
+use request::{Shot, Tail};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -248,8 +248,23 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
     let mut nonce = NonceSource::from_entropy();
-    let mut prompts =
-        PromptSource::prepare(conn.backend.as_ref(), false, ceiling, &mut nonce).await?;
+    let content = crate::workload::load_content(
+        args.content.corpus.as_deref(),
+        args.content.dataset.as_deref(),
+        args.content.dataset_format,
+    )?;
+    let mut prompts = PromptSource::prepare_with(
+        conn.backend.as_ref(),
+        false,
+        ceiling,
+        &mut nonce,
+        content.as_ref(),
+    )
+    .await?;
+    eprintln!("content: {}", prompts.content_label());
+    if let Some(&longest) = lengths.last() {
+        prompts.check_room(conn.backend.as_ref(), longest).await?;
+    }
     let metrics = telemetry::available(&conn.http).await;
     if !metrics {
         eprintln!(
@@ -281,14 +296,12 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             rtt_s: info.rtt_s,
             simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
             depth: None,
+            content: Some(prompts.content_label()),
         },
     };
     let (writer, run, done, old) = open_output(&args, run, &lplan)?;
     let heads = Arc::new(Heads {
-        vocab: match &prompts {
-            PromptSource::Ids { vocab, .. } => Some(vocab.clone()),
-            _ => None,
-        },
+        vocab: prompts.id_vocabulary().cloned(),
         nonce: Mutex::new(nonce),
     });
     let backend: Arc<dyn Backend> = Arc::from(conn.backend);
@@ -326,8 +339,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         }
     }
     for (li, &n) in lengths.iter().enumerate() {
-        let built = fresh_prompt(&mut prompts, ctx.backend.as_ref(), n).await?;
-        let tail = SharedTail::from_prompt(&built.prompt, NONCE_TOKENS);
+        let tail = tails(&mut prompts, ctx.backend.as_ref(), n).await?;
         match &mode {
             Mode::Closed(cs) => {
                 for &c in cs {
@@ -395,12 +407,39 @@ async fn fresh_prompt(
         .await
 }
 
+/// Distinct spans of real content each length's requests take in turn: more would cost
+/// client memory (each is serialised once and kept for the run), fewer would repeat a span
+/// sooner. Filler has one.
+const CONTENT_TAILS: usize = 8;
+
+/// The shared tails of length `n`'s prompts.
+async fn tails(
+    prompts: &mut PromptSource,
+    backend: &dyn Backend,
+    n: u64,
+) -> anyhow::Result<Arc<[Tail]>> {
+    let count = if prompts.has_content() {
+        CONTENT_TAILS
+    } else {
+        1
+    };
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let built = fresh_prompt(prompts, backend, n).await?;
+        out.push(Tail {
+            tail: SharedTail::from_prompt(&built.prompt, NONCE_TOKENS),
+            source: built.source,
+        });
+    }
+    Ok(out.into())
+}
+
 /// One closed-loop cell of `c` workers at length `n`.
 async fn closed_cell(
     ctx: &mut Ctx,
     n: u64,
     c: u32,
-    tail: &SharedTail,
+    tail: &Arc<[Tail]>,
 ) -> anyhow::Result<CellRecord> {
     let key = CellKey {
         context_tokens: n,
@@ -548,7 +587,7 @@ async fn run_cell(
     key: CellKey,
     load: Load,
     budget: Budget,
-    tail: &SharedTail,
+    tails: &Arc<[Tail]>,
 ) -> anyhow::Result<CellRecord> {
     if let Some(c) = ctx.done.iter().find(|c| c.cell.same(&key)) {
         let c = c.clone();
@@ -571,7 +610,7 @@ async fn run_cell(
     });
     let shot = Arc::new(Shot {
         backend: ctx.backend.clone(),
-        tail: tail.clone(),
+        tails: tails.clone(),
         output_tokens: ctx.plan.output_tokens,
         deadline: ctx.deadline,
         cell: key,

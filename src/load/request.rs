@@ -3,14 +3,23 @@
 
 use crate::backend::shared::SharedTail;
 use crate::backend::{Backend, Completion, GenRequest, Prompt, RequestError};
+use crate::record::SourceRecord;
 use crate::record::load::{CellKey, RequestFailure, RequestRecord};
 use crate::run::Slot;
 use std::time::Duration;
 
+/// A length's prompt after the nonce, serialised once, and where its content came from.
+#[derive(Clone)]
+pub struct Tail {
+    pub tail: SharedTail,
+    pub source: Option<SourceRecord>,
+}
+
 /// Everything a cell's requests share.
 pub struct Shot {
     pub backend: std::sync::Arc<dyn Backend>,
-    pub tail: SharedTail,
+    /// Requests take these in turn (one for filler; several distinct spans of real content).
+    pub tails: std::sync::Arc<[Tail]>,
     pub output_tokens: u64,
     pub deadline: Duration,
     pub cell: CellKey,
@@ -19,8 +28,9 @@ pub struct Shot {
 impl Shot {
     /// Send one request with `head` (this request's nonce) and make its record.
     pub async fn fire(&self, slot: Slot, head: Prompt) -> RequestRecord {
+        let tail = &self.tails[(slot.index % self.tails.len() as u64) as usize];
         let req = GenRequest {
-            prompt: Prompt::Shared(self.tail.with_head(&head)),
+            prompt: Prompt::Shared(tail.tail.with_head(&head)),
             max_tokens: self.output_tokens,
             ignore_eos: true,
             cache_prompt: false,
@@ -28,7 +38,9 @@ impl Shot {
         };
         let result = self.backend.generate(&req).await;
         let ended = slot.start.elapsed().as_secs_f64();
-        record(self.cell, slot, ended, result)
+        let mut r = record(self.cell, slot, ended, result);
+        r.source = tail.source.clone();
+        r
     }
 }
 

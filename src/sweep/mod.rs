@@ -79,6 +79,8 @@ struct Plan {
     timeout: TimeoutPolicy,
     /// `--depth`: turns on cached prefixes, beside cold points at the same totals.
     depth: Option<depth::DepthPlan>,
+    /// `--corpus` / `--dataset`, read; `None` for filler.
+    content: Option<crate::workload::content::Content>,
 }
 
 fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
@@ -119,6 +121,11 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
         depths,
         timeout: TimeoutPolicy::parse(&args.timeout)?,
         depth,
+        content: crate::workload::load_content(
+            args.content.corpus.as_deref(),
+            args.content.dataset.as_deref(),
+            args.content.dataset_format,
+        )?,
     })
 }
 

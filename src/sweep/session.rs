@@ -4,7 +4,7 @@
 use super::measure::{self, Expectation};
 use crate::backend::{Backend, Completion, Flush, GenRequest, RequestError};
 use crate::choices::{CacheBust, Method};
-use crate::record::{ErrorRecord, Sample, flag};
+use crate::record::{ErrorRecord, Sample, SourceRecord, flag};
 use crate::workload::PromptSource;
 use crate::workload::{Needle, NonceSource};
 use std::sync::Arc;
@@ -19,6 +19,15 @@ pub struct Session {
     pub cache_allowance_tokens: u64,
     /// Whether the server reports cached tokens; if not, hits are inferred from timing.
     pub reports_cached_tokens: bool,
+}
+
+/// One cold request as sent and answered.
+struct Sent {
+    completion: Completion,
+    /// Prompt tokens sent, when known exactly.
+    sent_tokens: Option<u64>,
+    flush_failed: bool,
+    source: Option<SourceRecord>,
 }
 
 /// What one measurement produced.
@@ -43,17 +52,21 @@ impl Session {
                 Method::TwoPoint => Some(self.cold_request(n, 1, needle, deadline).await?),
                 _ => None,
             };
-            let (b, sent, fb) = self
+            let b = self
                 .cold_request(n, self.output_tokens, needle, deadline)
                 .await?;
-            let expect = self.expect(n, sent, rep, needle);
+            let expect = self.expect(n, b.sent_tokens, rep, needle);
             let (mut s, fa) = match &first {
-                Some((a, _, fa)) => (measure::two_point_sample(a, &b, &expect), *fa),
-                None => (measure::stream_sample(&b, &expect), false),
+                Some(a) => (
+                    measure::two_point_sample(&a.completion, &b.completion, &expect),
+                    a.flush_failed,
+                ),
+                None => (measure::stream_sample(&b.completion, &expect), false),
             };
-            if fa || fb {
+            if fa || b.flush_failed {
                 s.push_flag(flag::FLUSH_FAILED);
             }
+            s.source = b.source;
             Ok(s)
         }
         .await;
@@ -80,15 +93,14 @@ impl Session {
         }
     }
 
-    /// Flush where asked, build a fresh-nonce prompt, send it. Returns the completion, the
-    /// exact tokens sent (when known) and whether the flush failed.
+    /// Flush where asked, build a fresh-nonce prompt, send it.
     async fn cold_request(
         &mut self,
         n: u64,
         max_tokens: u64,
         needle: Option<&Needle>,
         deadline: Duration,
-    ) -> Result<(Completion, Option<u64>, bool), RequestError> {
+    ) -> Result<Sent, RequestError> {
         let mut flush_failed = false;
         if self.cache_bust.uses_flush() {
             flush_failed = flush_failed_for(self.cache_bust, &self.backend.flush().await);
@@ -106,8 +118,12 @@ impl Session {
             cache_prompt: self.cache_bust == CacheBust::Off,
             deadline,
         };
-        let c = self.backend.generate(&req).await?;
-        Ok((c, built.sent_tokens, flush_failed))
+        Ok(Sent {
+            completion: self.backend.generate(&req).await?,
+            sent_tokens: built.sent_tokens,
+            flush_failed,
+            source: built.source,
+        })
     }
 
     /// A warm-up request with its own nonce, excluded from results.

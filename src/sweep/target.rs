@@ -65,7 +65,19 @@ pub(super) async fn prepare(
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
     let mut nonce = NonceSource::from_entropy();
-    let prompts = PromptSource::prepare(backend.as_ref(), args.needle, ceiling, &mut nonce).await?;
+    let prompts = PromptSource::prepare_with(
+        backend.as_ref(),
+        args.needle,
+        ceiling,
+        &mut nonce,
+        plan.content.as_ref(),
+    )
+    .await?;
+    eprintln!("content: {}", prompts.content_label());
+    let mut prompts = prompts;
+    if let Some(&longest) = lengths.last() {
+        prompts.check_room(backend.as_ref(), longest).await?;
+    }
     let page = info.page_size.unwrap_or(16).max(1);
     let mut session = Session {
         backend: backend.clone(),
@@ -132,6 +144,7 @@ pub(super) async fn prepare(
             timeout: args.timeout.clone(),
             seed: args.seed,
             prompt_mode: session.prompts.mode().name().to_string(),
+            content: Some(session.prompts.content_label()),
             rtt_s: info.rtt_s,
             simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
             depth: plan

@@ -46,17 +46,6 @@ fn padded(text: &str, pad: &str, n: u64) -> String {
     }
 }
 
-/// `text` without its last `k` words before the needle question (the nonce head stays).
-fn without_last_words(text: &str, k: usize) -> String {
-    let (body, question) = match text.strip_suffix(NEEDLE_QUESTION) {
-        Some(body) => (body, NEEDLE_QUESTION),
-        None => (text, ""),
-    };
-    let words: Vec<&str> = body.split_whitespace().collect();
-    let keep = words.len().saturating_sub(k).max(2.min(words.len()));
-    format!("{}{question}", words[..keep].join(" "))
-}
-
 impl ExactText {
     /// `None` when the server has no tokenizer or no word pads by one token.
     pub async fn prepare(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<Option<Self>> {
@@ -92,18 +81,25 @@ impl ExactText {
         Ok(None)
     }
 
+    /// Body units (filler words or content pieces) to start from for `tokens`: aimed under
+    /// the target, so that padding, never cutting, usually finishes it.
+    pub fn units_for(&self, tokens: u64) -> usize {
+        let under = ((tokens as f64 * UNDERSHOOT).ceil() as u64).max(UNDERSHOOT_MIN_TOKENS);
+        self.cal.words_for(tokens.saturating_sub(under).max(1))
+    }
+
     /// A prompt of exactly `tokens` tokens as the server counts them (or the closest found,
     /// with its count: `sent_tokens` is always the server's count of what is sent).
+    /// `compose(k)` is the whole prompt text with `k` body units, the nonce and needle fixed;
+    /// it starts at `units_for(tokens)` units and only ever gets fewer.
     pub async fn build(
         &self,
         backend: &dyn Backend,
         tokens: u64,
-        nonce: Option<&mut NonceSource>,
-        needle: Option<&Needle>,
+        compose: &(dyn Fn(usize) -> String + Send + Sync),
     ) -> anyhow::Result<Built> {
-        let under = ((tokens as f64 * UNDERSHOOT).ceil() as u64).max(UNDERSHOOT_MIN_TOKENS);
-        let words = self.cal.words_for(tokens.saturating_sub(under).max(1));
-        let mut base = text(prompt::build_text(words, nonce, needle));
+        let mut units = self.units_for(tokens);
+        let mut base = compose(units);
         let mut pads = 0u64;
         let mut current = base.clone();
         let mut n = count(backend, &current).await?;
@@ -116,10 +112,11 @@ impl ExactText {
             } else if pads >= n - tokens {
                 pads -= n - tokens;
             } else {
-                // Too long even without padding: drop words from the end of the body.
+                // Too long even without padding: drop units from the end of the body.
                 let over = n - tokens - pads;
                 let fewer = (over as f64 / self.cal.tokens_per_word).ceil() as usize + 1;
-                base = without_last_words(&base, fewer);
+                units = units.saturating_sub(fewer).max(1);
+                base = compose(units);
                 pads = 0;
             }
             current = padded(&base, &self.pad, pads);
@@ -128,6 +125,7 @@ impl ExactText {
         Ok(Built {
             prompt: Prompt::Text(current),
             sent_tokens: Some(n),
+            source: None,
         })
     }
 }
@@ -144,15 +142,5 @@ mod tests {
             format!("a b the the{NEEDLE_QUESTION}")
         );
         assert_eq!(padded("a b", " the", 1), "a b the");
-    }
-
-    #[test]
-    fn dropping_words_keeps_the_head_and_the_question() {
-        let q = format!("Session 12. a b c{NEEDLE_QUESTION}");
-        assert_eq!(
-            without_last_words(&q, 2),
-            format!("Session 12. a{NEEDLE_QUESTION}")
-        );
-        assert_eq!(without_last_words("Session 12. a", 9), "Session 12.");
     }
 }

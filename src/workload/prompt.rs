@@ -11,6 +11,8 @@ use rand_chacha::ChaCha8Rng;
 pub struct Built {
     pub prompt: Prompt,
     pub sent_tokens: Option<u64>,
+    /// Which parts of the user's content the body holds (none for filler).
+    pub source: Option<crate::record::SourceRecord>,
 }
 
 /// Plain prose, repeated to fill a prompt.
@@ -265,35 +267,69 @@ pub fn build_ids(
     nonce: Option<&mut NonceSource>,
     needle: Option<(&Needle, &[u32])>,
 ) -> Prompt {
-    let total = tokens as usize;
-    let mut head = match nonce {
-        Some(n) => n.ids(&vocab.nonce_pool),
-        None => Vec::new(),
-    };
-    head.truncate(total);
-    let tail: &[u32] = if needle.is_some() {
-        &vocab.question
-    } else {
-        &[]
-    };
-    let fact: &[u32] = needle.map(|(_, ids)| ids).unwrap_or(&[]);
-    let body_len = total.saturating_sub(head.len() + tail.len() + fact.len());
-    let mut body: Vec<u32> = vocab
+    let parts = IdParts::new(vocab, tokens, nonce, needle);
+    let body = vocab
         .filler
         .iter()
         .copied()
         .cycle()
-        .take(body_len)
+        .take(parts.body_len)
         .collect();
-    if let Some((n, _)) = needle {
-        let at = ((body_len as f64) * n.depth.clamp(0.0, 1.0)).round() as usize;
-        body.splice(at..at, fact.iter().copied());
+    parts.assemble(body)
+}
+
+/// A token-id prompt but its body: the nonce head, the needle's fact and the question, and
+/// how many body ids make the length exact.
+pub struct IdParts<'a> {
+    total: usize,
+    head: Vec<u32>,
+    fact: &'a [u32],
+    tail: &'a [u32],
+    depth: Option<f64>,
+    pub body_len: usize,
+}
+
+impl<'a> IdParts<'a> {
+    pub fn new(
+        vocab: &'a IdVocabulary,
+        tokens: u64,
+        nonce: Option<&mut NonceSource>,
+        needle: Option<(&Needle, &'a [u32])>,
+    ) -> Self {
+        let total = tokens as usize;
+        let mut head = match nonce {
+            Some(n) => n.ids(&vocab.nonce_pool),
+            None => Vec::new(),
+        };
+        head.truncate(total);
+        let tail: &[u32] = if needle.is_some() {
+            &vocab.question
+        } else {
+            &[]
+        };
+        let fact: &[u32] = needle.map(|(_, ids)| ids).unwrap_or(&[]);
+        IdParts {
+            total,
+            body_len: total.saturating_sub(head.len() + tail.len() + fact.len()),
+            head,
+            fact,
+            tail,
+            depth: needle.map(|(n, _)| n.depth),
+        }
     }
-    let mut ids = head;
-    ids.extend(body);
-    ids.extend_from_slice(tail);
-    ids.truncate(total);
-    Prompt::Ids(ids)
+
+    /// The prompt with `body` (`body_len` ids) and the fact spliced in at its depth.
+    pub fn assemble(self, mut body: Vec<u32>) -> Prompt {
+        if let Some(depth) = self.depth {
+            let at = ((body.len() as f64) * depth.clamp(0.0, 1.0)).round() as usize;
+            body.splice(at..at, self.fact.iter().copied());
+        }
+        let mut ids = self.head;
+        ids.extend(body);
+        ids.extend_from_slice(self.tail);
+        ids.truncate(self.total);
+        Prompt::Ids(ids)
+    }
 }
 
 /// Build a text prompt of about `words` filler words.
@@ -302,6 +338,11 @@ pub fn build_text(
     nonce: Option<&mut NonceSource>,
     needle: Option<&Needle>,
 ) -> Prompt {
+    Prompt::Text(filler_text(&text_head(nonce), words, needle))
+}
+
+/// The head, `words` filler words with the needle at its depth, and the question last.
+pub fn filler_text(head: &str, words: usize, needle: Option<&Needle>) -> String {
     let filler: Vec<&str> = FILLER.split_whitespace().collect();
     let mut body: Vec<String> = filler
         .iter()
@@ -313,18 +354,41 @@ pub fn build_text(
         let at = ((words as f64) * n.depth.clamp(0.0, 1.0)).round() as usize;
         body.insert(at.min(body.len()), n.sentence().trim().to_string());
     }
-    // Without a nonce (`--cache-bust off`) a fixed header of the same shape stands in: the
-    // prompt repeats exactly, yet keeps the length the calibration (made with nonces) gives.
-    let mut text = match nonce {
-        Some(n) => n.text(),
-        None => fixed_header(),
-    };
-    text.push(' ');
-    text.push_str(&body.join(" "));
+    let mut text = format!("{head} {}", body.join(" "));
     if needle.is_some() {
         text.push_str(NEEDLE_QUESTION);
     }
-    Prompt::Text(text)
+    text
+}
+
+/// The head of a text prompt: the nonce, or without one (`--cache-bust off`) a fixed header
+/// of the same shape, so the prompt repeats exactly yet keeps the length the calibration
+/// (made with nonces) gives.
+pub fn text_head(nonce: Option<&mut NonceSource>) -> String {
+    match nonce {
+        Some(n) => n.text(),
+        None => fixed_header(),
+    }
+}
+
+/// A text prompt from the user's content: the head, the pieces as they are (whitespace and
+/// lines kept), the needle sentence at its depth, the question last.
+pub fn text_from_pieces(head: &str, pieces: &[String], needle: Option<&Needle>) -> String {
+    let at = needle.map_or(pieces.len(), |n| {
+        ((pieces.len() as f64) * n.depth.clamp(0.0, 1.0)).round() as usize
+    });
+    let mut text = format!("{head} {}", pieces[..at].concat());
+    if let Some(n) = needle {
+        if !text.ends_with(char::is_whitespace) {
+            text.push(' ');
+        }
+        text.push_str(n.sentence().trim());
+        text.push(' ');
+        text.push_str(&pieces[at..].concat());
+        text.truncate(text.trim_end().len());
+        text.push_str(NEEDLE_QUESTION);
+    }
+    text
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Where a sweep's prompts come from: token ids from the server's tokenizer when the API
 //! takes them, else text calibrated against the server's own prompt counts.
 
+use super::body::Body;
+use super::content::{Content, ContentKind};
 use super::prompt::{
     self, Built, FILLER, IdVocabulary, NEEDLE_QUESTION, Needle, NonceSource, PromptMode,
     TextCalibration,
@@ -13,7 +15,8 @@ use std::time::Duration;
 const CALIBRATION_WORDS: (usize, usize) = (64, 768);
 const CALIBRATION_DEADLINE: Duration = Duration::from_secs(300);
 
-pub enum PromptSource {
+/// How prompts reach their exact length.
+enum Mode {
     Ids {
         vocab: IdVocabulary,
         /// The ids came from tokenizing the filler word by word (the whole text failed).
@@ -30,15 +33,98 @@ pub enum PromptSource {
     Exact(super::exact_text::ExactText),
 }
 
+/// Where a run's prompts come from: a length mode and, besides filler, the user's content.
+pub struct PromptSource {
+    mode: Mode,
+    body: Option<Body>,
+}
+
 /// Margin kept below the server's ceiling in text mode: the linear calibration is good to a
 /// few tenths of a percent, and a prompt over the limit is refused outright.
 const CEILING_MARGIN: f64 = 0.005;
 
 impl PromptSource {
-    /// Choose and prepare the prompt mode for `backend`.
-    /// `nonce` is the run's own source: calibration prompts reach the prefix cache too, so
-    /// their leading pairs must not repeat in the samples that follow.
+    /// Filler prompts for `backend` (see `prepare_with`).
     pub async fn prepare(
+        backend: &dyn Backend,
+        with_needle: bool,
+        ceiling: Option<u64>,
+        nonce: &mut NonceSource,
+    ) -> anyhow::Result<Self> {
+        Self::prepare_with(backend, with_needle, ceiling, nonce, None).await
+    }
+
+    /// Choose and prepare the prompt mode for `backend`, with bodies from `content` (filler
+    /// when `None` or filler). `nonce` is the run's own source: calibration prompts reach the
+    /// prefix cache too, so their leading pairs must not repeat in the samples that follow.
+    pub async fn prepare_with(
+        backend: &dyn Backend,
+        with_needle: bool,
+        ceiling: Option<u64>,
+        nonce: &mut NonceSource,
+        content: Option<&Content>,
+    ) -> anyhow::Result<Self> {
+        let content = content.filter(|c| c.kind != ContentKind::Filler);
+        let mut mode = Mode::prepare(backend, with_needle, ceiling, nonce).await?;
+        let body = match content {
+            None => None,
+            Some(c) => Some(Body::prepare(backend, c, matches!(mode, Mode::Ids { .. })).await?),
+        };
+        if let (Some(body), Mode::Text { cal, .. }) = (&body, &mut mode) {
+            // Text sized by the content's own pieces, not the filler's words.
+            let sample = body.calibration_pieces()?;
+            *cal = calibrate(backend, with_needle, nonce, &|w, n, needle| {
+                Prompt::Text(prompt::text_from_pieces(
+                    &prompt::text_head(Some(n)),
+                    &sample[..w],
+                    needle,
+                ))
+            })
+            .await?;
+        }
+        Ok(PromptSource { mode, body })
+    }
+
+    /// Refuse up front a content too small for a prompt of `tokens` (the run's longest).
+    pub async fn check_room(&mut self, backend: &dyn Backend, tokens: u64) -> anyhow::Result<()> {
+        let Some(body) = &mut self.body else {
+            return Ok(());
+        };
+        let pieces = match &self.mode {
+            Mode::Text { cal, .. } => cal.words_for(tokens),
+            Mode::Exact(exact) => exact.units_for(tokens),
+            Mode::Ids { .. } => 0,
+        };
+        body.check_room(backend, tokens as usize, pieces).await
+    }
+
+    /// Whether bodies come from the user's content (else filler).
+    pub fn has_content(&self) -> bool {
+        self.body.is_some()
+    }
+
+    /// The token-id vocabulary, when prompts are ids.
+    pub fn id_vocabulary(&self) -> Option<&IdVocabulary> {
+        match &self.mode {
+            Mode::Ids { vocab, .. } => Some(vocab),
+            _ => None,
+        }
+    }
+
+    /// One line naming what the prompts are made of.
+    pub fn content_label(&self) -> String {
+        match &self.body {
+            Some(b) => b.label.clone(),
+            None => FILLER_LABEL.to_string(),
+        }
+    }
+}
+
+/// How the header names filler content.
+pub const FILLER_LABEL: &str = "filler (one paragraph repeated)";
+
+impl Mode {
+    async fn prepare(
         backend: &dyn Backend,
         with_needle: bool,
         ceiling: Option<u64>,
@@ -85,7 +171,7 @@ impl PromptSource {
             if let (Some(f), Some(q)) = (filler, question)
                 && let Some(vocab) = IdVocabulary::new(f, q)
             {
-                return Ok(PromptSource::Ids {
+                return Ok(Mode::Ids {
                     vocab,
                     by_word,
                     needles: HashMap::new(),
@@ -95,20 +181,25 @@ impl PromptSource {
         if backend.exact_text_lengths()
             && let Some(exact) = super::exact_text::ExactText::prepare(backend, with_needle).await?
         {
-            return Ok(PromptSource::Exact(exact));
+            return Ok(Mode::Exact(exact));
         }
-        Ok(PromptSource::Text {
-            cal: calibrate(backend, with_needle, nonce).await?,
+        Ok(Mode::Text {
+            cal: calibrate(backend, with_needle, nonce, &|w, n, needle| {
+                prompt::build_text(w, Some(n), needle)
+            })
+            .await?,
             ceiling,
         })
     }
+}
 
+impl PromptSource {
     pub fn mode(&self) -> PromptMode {
-        match self {
-            PromptSource::Ids { by_word: false, .. } => PromptMode::TokenIds,
-            PromptSource::Ids { by_word: true, .. } => PromptMode::TokenIdsByWord,
-            PromptSource::Text { .. } => PromptMode::CalibratedText,
-            PromptSource::Exact(_) => PromptMode::TokenizedText,
+        match &self.mode {
+            Mode::Ids { by_word: false, .. } => PromptMode::TokenIds,
+            Mode::Ids { by_word: true, .. } => PromptMode::TokenIdsByWord,
+            Mode::Text { .. } => PromptMode::CalibratedText,
+            Mode::Exact(_) => PromptMode::TokenizedText,
         }
     }
 
@@ -119,8 +210,8 @@ impl PromptSource {
         nonce: Option<&mut NonceSource>,
         needle: Option<&Needle>,
     ) -> anyhow::Result<Built> {
-        match self {
-            PromptSource::Ids { vocab, needles, .. } => {
+        match &mut self.mode {
+            Mode::Ids { vocab, needles, .. } => {
                 let fact = match needle {
                     Some(n) => {
                         if !needles.contains_key(&n.expected) {
@@ -133,7 +224,14 @@ impl PromptSource {
                     }
                     None => None,
                 };
-                let prompt = prompt::build_ids(vocab, tokens, nonce, fact);
+                let (prompt, source) = match &mut self.body {
+                    None => (prompt::build_ids(vocab, tokens, nonce, fact), None),
+                    Some(body) => {
+                        let parts = prompt::IdParts::new(vocab, tokens, nonce, fact);
+                        let (ids, source) = body.take_tokens(backend, parts.body_len).await?;
+                        (parts.assemble(ids), Some(source))
+                    }
+                };
                 let sent = match &prompt {
                     Prompt::Ids(ids) => Some(ids.len() as u64),
                     Prompt::Text(_) => None,
@@ -142,17 +240,45 @@ impl PromptSource {
                 Ok(Built {
                     prompt,
                     sent_tokens: sent,
+                    source,
                 })
             }
-            PromptSource::Text { cal, ceiling } => Ok(Built {
-                prompt: prompt::build_text(
-                    cal.words_for(text_target(tokens, *ceiling)),
-                    nonce,
-                    needle,
-                ),
-                sent_tokens: None,
-            }),
-            PromptSource::Exact(exact) => exact.build(backend, tokens, nonce, needle).await,
+            Mode::Text { cal, ceiling } => {
+                let words = cal.words_for(text_target(tokens, *ceiling));
+                Ok(match &mut self.body {
+                    None => Built {
+                        prompt: prompt::build_text(words, nonce, needle),
+                        sent_tokens: None,
+                        source: None,
+                    },
+                    Some(body) => {
+                        let (pieces, source) = body.take_pieces(words)?;
+                        let head = prompt::text_head(nonce);
+                        Built {
+                            prompt: Prompt::Text(prompt::text_from_pieces(&head, &pieces, needle)),
+                            sent_tokens: None,
+                            source: Some(source),
+                        }
+                    }
+                })
+            }
+            Mode::Exact(exact) => {
+                let head = prompt::text_head(nonce);
+                match &mut self.body {
+                    None => {
+                        let compose = |k| prompt::filler_text(&head, k, needle);
+                        exact.build(backend, tokens, &compose).await
+                    }
+                    Some(body) => {
+                        let (pieces, source) = body.take_pieces(exact.units_for(tokens))?;
+                        let compose =
+                            |k: usize| prompt::text_from_pieces(&head, &pieces[..k], needle);
+                        let mut built = exact.build(backend, tokens, &compose).await?;
+                        built.source = Some(source);
+                        Ok(built)
+                    }
+                }
+            }
         }
     }
 }
@@ -186,6 +312,7 @@ async fn calibrate(
     backend: &dyn Backend,
     with_needle: bool,
     nonce: &mut NonceSource,
+    make: &(dyn Fn(usize, &mut NonceSource, Option<&Needle>) -> Prompt + Send + Sync),
 ) -> anyhow::Result<TextCalibration> {
     let needle = with_needle.then(|| Needle {
         depth: 0.5,
@@ -194,7 +321,7 @@ async fn calibrate(
     let mut counts = Vec::new();
     for words in [CALIBRATION_WORDS.0, CALIBRATION_WORDS.1] {
         let req = GenRequest {
-            prompt: prompt::build_text(words, Some(nonce), needle.as_ref()),
+            prompt: make(words, nonce, needle.as_ref()),
             max_tokens: 1,
             ignore_eos: true,
             cache_prompt: false,

@@ -66,6 +66,7 @@ pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
             rtt_s: Some(0.0002),
             simulator: None,
             depth: None,
+            content: None,
         },
     }
 }

@@ -9,8 +9,9 @@ use super::session::Session;
 use super::timeout::TimeoutPolicy;
 use crate::backend::{Completion, GenRequest, Prompt, RequestError};
 use crate::lengths::{format_count, parse_count};
-use crate::record::{DepthConfig, ErrorRecord, Record, Sample, flag};
+use crate::record::{DepthConfig, ErrorRecord, Record, Sample, SourceRecord, flag};
 use crate::run::writer::ResultWriter;
+use crate::workload::Built;
 use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicBool, Ordering};
 use turn::TurnShape;
@@ -149,13 +150,17 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_>) -> anyhow::Result<bool> {
             let built = build(t.session, d).await?;
             t.bar
                 .set_message(format!("priming depth {}", format_count(d)));
-            let req = reuse_request(built.0.clone(), 1, t.timeout, d);
+            let req = reuse_request(built.prompt.clone(), 1, t.timeout, d);
             let outcome = t.session.backend.generate(&req).await;
             record(
                 &mut *t.writer,
                 t.samples,
                 t.errors,
-                outcome.map(|c| priming_sample(&c, d, s, built.1)),
+                outcome.map(|c| {
+                    let mut x = priming_sample(&c, d, s, built.sent_tokens);
+                    x.source = built.source.clone();
+                    x
+                }),
                 d,
                 0,
                 PRIMING,
@@ -176,9 +181,13 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_>) -> anyhow::Result<bool> {
             t.bar
                 .set_message(format!("depth {} + {s}, rep {}", format_count(d), rep + 1));
             let suffix = build(t.session, s).await?;
-            let (prompt, sent) = match &prefix {
-                Some((p, ps)) => (join(p, &suffix.0)?, ps.zip(suffix.1).map(|(a, b)| a + b)),
-                None => suffix,
+            let (prompt, sent, source) = match &prefix {
+                Some(p) => (
+                    join(&p.prompt, &suffix.prompt)?,
+                    p.sent_tokens.zip(suffix.sent_tokens).map(|(a, b)| a + b),
+                    SourceRecord::joined(p.source.as_ref(), suffix.source.as_ref()),
+                ),
+                None => (suffix.prompt, suffix.sent_tokens, suffix.source),
             };
             let req = reuse_request(prompt, out, t.timeout, total);
             let shape = TurnShape {
@@ -191,6 +200,7 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_>) -> anyhow::Result<bool> {
             };
             let outcome = t.session.backend.generate(&req).await.map(|c| {
                 let mut x = turn::turn_sample(&c, &shape);
+                x.source = source.clone();
                 if !t.session.reports_cached_tokens {
                     let cold = summary::cold_ttft_median(t.samples, total);
                     turn::infer_prefix_miss(&mut x, cold, prime_ttft);
@@ -215,9 +225,9 @@ pub async fn run(plan: &DepthPlan, t: Turns<'_>) -> anyhow::Result<bool> {
     Ok(false)
 }
 
-/// A prompt of `tokens` with a fresh leading nonce, and its exact length when known.
-async fn build(session: &mut Session, tokens: u64) -> anyhow::Result<(Prompt, Option<u64>)> {
-    let built = session
+/// A prompt of `tokens` with a fresh leading nonce, its exact length when known, its source.
+async fn build(session: &mut Session, tokens: u64) -> anyhow::Result<Built> {
+    session
         .prompts
         .build(
             session.backend.as_ref(),
@@ -226,8 +236,7 @@ async fn build(session: &mut Session, tokens: u64) -> anyhow::Result<(Prompt, Op
             None,
         )
         .await
-        .map_err(|e| anyhow::anyhow!("building a depth prompt of {tokens} tokens: {e:#}"))?;
-    Ok((built.prompt, built.sent_tokens))
+        .map_err(|e| anyhow::anyhow!("building a depth prompt of {tokens} tokens: {e:#}"))
 }
 
 /// A request the server may answer from its prefix cache (the hints are in `reuse_hints`).
