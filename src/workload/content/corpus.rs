@@ -8,6 +8,8 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+const BINARY_SNIFF_BYTES: u64 = 8192;
+
 /// What a walk has gathered so far.
 struct Walk {
     docs: Vec<Doc>,
@@ -128,11 +130,18 @@ fn read_file(path: &Path, name: String, walk: &mut Walk) -> Result<(), ContentEr
     };
     let mut bytes = Vec::new();
     // One byte past the cap tells a file that fits exactly from one that does not.
-    File::open(path)
+    let mut file = File::open(path)
         .map_err(io_err)?
-        .take(walk.remaining as u64 + 1)
+        .take(walk.remaining as u64 + 1);
+    // Binaries nearly always show a NUL early: a build folder's worth of them is then
+    // skipped without reading each one whole.
+    (&mut file)
+        .take(BINARY_SNIFF_BYTES)
         .read_to_end(&mut bytes)
         .map_err(io_err)?;
+    if memchr::memchr(0, &bytes).is_none() {
+        file.read_to_end(&mut bytes).map_err(io_err)?;
+    }
     let cut = bytes.len() > walk.remaining;
     bytes.truncate(walk.remaining);
     if memchr::memchr(0, &bytes).is_some() {
@@ -202,11 +211,15 @@ mod tests {
         write(root, "latin1.txt", b"caf\xe9\n");
         write(root, "empty.txt", b"");
         write(root, "blank.txt", b"  \n\n");
+        // Past the first 8 KB sniffed for NULs: found by the full check all the same.
+        let mut late = vec![b'a'; 10_000];
+        late.push(0);
+        write(root, "late-nul.txt", &late);
         let c = load(root, 1 << 20).unwrap();
         assert_eq!(names(&c), ["notes.txt"]);
-        assert_eq!(c.skipped, ["img/logo.png", "latin1.txt"]);
+        assert_eq!(c.skipped, ["img/logo.png", "late-nul.txt", "latin1.txt"]);
         assert!(
-            c.label.ends_with("; 2 binary files skipped)"),
+            c.label.ends_with("; 3 binary files skipped)"),
             "{}",
             c.label
         );

@@ -64,6 +64,11 @@ pub(super) fn load(
             }
         }
     })?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(ContentError::DatasetIsFolder {
+            path: path.to_owned(),
+        });
+    }
     let mut input = BufReader::with_capacity(1 << 16, file);
     let mut records = Records {
         path,
@@ -145,6 +150,7 @@ fn read_lines(mut input: impl BufRead, records: &mut Records) -> Result<(), Cont
         if line.trim().is_empty() {
             continue;
         }
+        let line = line.trim_end_matches(['\n', '\r']);
         let value: Value = serde_json::from_str(line).map_err(|e| {
             // serde_json counts lines within the one line it was given: keep the column.
             let full = e.to_string();
@@ -532,7 +538,7 @@ mod tests {
             ),
             (
                 "{\"prompt\": \"ok\"}\n\n{\"id\": 3}\n",
-                "line 3: no \"prompt\" (or \"text\") field",
+                "line 3: missing field \"prompt\" (or \"text\")",
                 "jsonl",
             ),
             (
@@ -583,6 +589,17 @@ mod tests {
             "{e}"
         );
         let d = data(
+            "sg.json",
+            "[{\"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]},\n\
+             {\"conversations\": [{\"from\": \"human\"}]}]",
+        );
+        let e = read(&d, None).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("entry 2: missing field \"value\" in conversations[0]"),
+            "{e}"
+        );
+        let d = data(
             "b.json",
             "[{\"prompt\": \"a\"},\n {\"prompt\": \"b\" oops}]",
         );
@@ -625,6 +642,10 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, ContentError::DatasetNotFound { .. }), "{e:?}");
         assert!(e.to_string().contains("/nonexistent/ctxbench/x.jsonl"));
+        let dir = tempfile::tempdir().unwrap();
+        let e = load(dir.path(), None, 1 << 20).unwrap_err();
+        assert!(matches!(e, ContentError::DatasetIsFolder { .. }), "{e:?}");
+        assert!(e.to_string().contains("--corpus"), "{e}");
     }
 
     #[test]

@@ -233,7 +233,7 @@ impl fmt::Display for Problem {
             Problem::NotAnObject { found } => {
                 write!(f, "expected a JSON object, found {found}")
             }
-            Problem::MissingField { field } => write!(f, "no {field} field"),
+            Problem::MissingField { field } => write!(f, "missing field {field}"),
             Problem::WrongType {
                 field,
                 expected,
@@ -267,6 +267,11 @@ pub enum ContentError {
     EmptyCorpus { path: PathBuf, skipped: usize },
     #[error("dataset {}: no such file; --dataset takes a JSONL or JSON file", .path.display())]
     DatasetNotFound { path: PathBuf },
+    #[error(
+        "dataset {} is a folder; --dataset takes one JSONL or JSON file (--corpus reads a \
+         folder of documents)", .path.display()
+    )]
+    DatasetIsFolder { path: PathBuf },
     #[error("could not read {}: {source}", .path.display())]
     Io {
         path: PathBuf,
@@ -299,7 +304,7 @@ pub enum ContentError {
 
 fn format_hint(format: Option<DatasetFormat>) -> String {
     match format {
-        Some(f) => format!(" (reading it as --dataset-format {f})"),
+        Some(f) => format!(" (read as {f})"),
         None => String::new(),
     }
 }
