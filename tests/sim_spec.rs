@@ -121,12 +121,21 @@ async fn uniform_counts_are_consistent() {
             remaining -= step.tokens;
         }
         assert_eq!(t.spec_verify_steps, t.decode_steps.len() as u64);
-        assert_eq!((t.spec_draft_tokens, t.spec_accepted_tokens), (drafts, accepted));
+        assert_eq!(
+            (t.spec_draft_tokens, t.spec_accepted_tokens),
+            (drafts, accepted)
+        );
     }
-    assert_eq!(truth[0].spec_verify_steps, 0, "one token: the prefill's only");
+    assert_eq!(
+        truth[0].spec_verify_steps, 0,
+        "one token: the prefill's only"
+    );
     let over = get_json(&http, &format!("{url}/sim/truth")).await;
     assert!(over["requests"][3]["spec_accept_prob"].is_null());
-    assert_eq!(over["requests"][3]["spec_verify_steps"], truth[3].spec_verify_steps);
+    assert_eq!(
+        over["requests"][3]["spec_verify_steps"],
+        truth[3].spec_verify_steps
+    );
 }
 
 /// (b) SGLang's per-request `meta_info` equals each request's truth; `/server_info`'s
@@ -190,7 +199,10 @@ async fn sglang_reports_the_truth() {
     let avg = info["internal_states"][0]["avg_spec_accept_length"]
         .as_f64()
         .unwrap();
-    assert!((avg - emitted as f64 / steps.len() as f64).abs() < 1e-12, "{avg}");
+    assert!(
+        (avg - emitted as f64 / steps.len() as f64).abs() < 1e-12,
+        "{avg}"
+    );
     // The gauge: the mean over the last whole block of DECODE_LOG_INTERVAL batches.
     let interval = DECODE_LOG_INTERVAL as usize;
     let whole = steps.len() / interval * interval;
@@ -206,7 +218,10 @@ async fn sglang_reports_the_truth() {
         .await
         .unwrap();
     let gauge = scalar(&read(&text), "sglang:spec_accept_length");
-    assert!((gauge - expected_gauge).abs() < 1e-12, "{gauge} vs {expected_gauge}");
+    assert!(
+        (gauge - expected_gauge).abs() < 1e-12,
+        "{gauge} vs {expected_gauge}"
+    );
     eprintln!("sglang: server avg accept length {avg:.4}, gauge {gauge:.4}");
     // A flush restarts the cumulative figure.
     assert_eq!(get_status(&http, &format!("{url}/flush_cache")).await, 200);
@@ -216,7 +231,11 @@ async fn sglang_reports_the_truth() {
 
 fn scalar(m: &Exposition, name: &str) -> f64 {
     let values = m.scalars(name).collect::<Vec<_>>();
-    assert_eq!(values.len(), 1, "{name} missing or not one scalar: {values:?}");
+    assert_eq!(
+        values.len(),
+        1,
+        "{name} missing or not one scalar: {values:?}"
+    );
     values[0]
 }
 
@@ -261,8 +280,11 @@ fn truth_counts(t: &RequestTruth) -> [f64; 4] {
 async fn vllm_counters_move_by_the_requests_truth() {
     let http = client();
     for persona in ["vllm", "openai"] {
-        let server =
-            start_seeded(&["--persona", persona, "--spec", "4", "--spec-model", "ngram"], 4).await;
+        let server = start_seeded(
+            &["--persona", persona, "--spec", "4", "--spec-model", "ngram"],
+            4,
+        )
+        .await;
         let url = server.url();
         let mut before = vllm_counts(&scrape(&http, &url).await);
         assert_eq!(before, [0.0; 4]);
@@ -292,7 +314,10 @@ async fn vllm_counters_move_by_the_requests_truth() {
         .text()
         .await
         .unwrap();
-    assert!(!text.contains("spec_decode"), "no spec counters without --spec");
+    assert!(
+        !text.contains("spec_decode"),
+        "no spec counters without --spec"
+    );
 }
 
 /// The flag reaches `sweep` and `load` (the built-in simulator's shared flags).
@@ -308,8 +333,8 @@ fn sweep_and_load_take_the_spec_model() {
         };
         assert_eq!((sim.spec, sim.spec_model), (4, SpecModel::Ngram));
     }
-    let err = Cli::try_parse_from(["ctxbench", "sim", "--spec-model", "eagle"])
-        .err()
-        .expect("an unknown model is refused");
+    let Err(err) = Cli::try_parse_from(["ctxbench", "sim", "--spec-model", "eagle"]) else {
+        panic!("an unknown model is refused");
+    };
     assert!(err.to_string().contains("--spec-model"), "{err}");
 }

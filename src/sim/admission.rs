@@ -81,8 +81,8 @@ pub fn admit(state: &Arc<SimState>, req: GenRequest) -> Result<Admitted, ApiErro
         return Err(ApiError::new(req.dialect, status, message));
     }
     // Once per request, on the prompt as the model sees it (after any truncation).
-    let accept_prob = (args.spec > 1 && args.spec_model == SpecModel::Ngram)
-        .then(|| accept_prob(&prompt));
+    let accept_prob =
+        (args.spec > 1 && args.spec_model == SpecModel::Ngram).then(|| accept_prob(&prompt));
     let job = Job {
         route: req.route,
         accept_prob,

@@ -619,14 +619,7 @@ impl Scheduler {
     }
 }
 
-fn emit(
-    r: &mut Req,
-    slot: usize,
-    kind: OutputKind,
-    v: Verify,
-    step_s: f64,
-    at_s: f64,
-) -> Emission {
+fn emit(r: &mut Req, slot: usize, kind: OutputKind, v: Verify, step_s: f64, at_s: f64) -> Emission {
     let context_tokens = r.prompt.len() as u64 + r.produced;
     r.produced += v.tokens;
     Emission {

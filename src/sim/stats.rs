@@ -195,14 +195,20 @@ mod tests {
             stats.observe_verify_batch([(3, 3, 2), (1, 3, 0)].into_iter());
         }
         stats.observe_verify_batch(std::iter::empty());
-        assert_eq!(stats.spec_accept_length_gauge, 0.0, "not a whole interval yet");
+        assert_eq!(
+            stats.spec_accept_length_gauge, 0.0,
+            "not a whole interval yet"
+        );
         stats.observe_verify_batch([(4, 3, 3), (4, 3, 3)].into_iter());
         let emitted = 4 * (DECODE_LOG_INTERVAL - 1) + 8;
         let expected = emitted as f64 / (2 * DECODE_LOG_INTERVAL) as f64;
         assert!((stats.spec_accept_length_gauge - expected).abs() < 1e-12);
         assert_eq!(stats.spec_window, SpecStats::default());
         assert_eq!(stats.spec.verify_steps, 2 * DECODE_LOG_INTERVAL);
-        assert_eq!(stats.spec.accepted_tokens, 2 * (DECODE_LOG_INTERVAL - 1) + 6);
+        assert_eq!(
+            stats.spec.accepted_tokens,
+            2 * (DECODE_LOG_INTERVAL - 1) + 6
+        );
         assert_eq!(stats.spec.emitted_tokens, emitted);
     }
 }
