@@ -5,6 +5,7 @@ use super::engine::Job;
 use super::error::{ApiError, Dialect};
 use super::fault::{Fault, Site};
 use super::request::fit_context;
+use super::spec::{SpecModel, accept_prob};
 use super::state::{SimState, Slot};
 use super::truth::RequestTruth;
 use axum::http::StatusCode;
@@ -79,8 +80,12 @@ pub fn admit(state: &Arc<SimState>, req: GenRequest) -> Result<Admitted, ApiErro
         };
         return Err(ApiError::new(req.dialect, status, message));
     }
+    // Once per request, on the prompt as the model sees it (after any truncation).
+    let accept_prob =
+        (args.spec > 1 && args.spec_model == SpecModel::Ngram).then(|| accept_prob(&prompt));
     let job = Job {
         route: req.route,
+        accept_prob,
         prompt,
         max_tokens: req.max_tokens,
         min_tokens: req.min_tokens,

@@ -125,6 +125,8 @@ pub struct Submit {
     pub target_tokens: u64,
     pub arrived: Instant,
     pub seed: u64,
+    /// The `ngram` model's per-draft acceptance; `None`: uniform draws.
+    pub accept_prob: Option<f64>,
 }
 
 impl Engine {
@@ -182,14 +184,17 @@ impl Engine {
         let id = inner.next_id;
         inner.next_id += 1;
         inner.outputs.insert(id, tx);
-        inner.sched.submit(NewRequest {
-            id,
-            prompt: req.prompt,
-            max_tokens: req.max_tokens,
-            target_tokens: req.target_tokens,
-            arrival_s,
-            seed: req.seed,
-        });
+        inner.sched.submit_with_acceptance(
+            NewRequest {
+                id,
+                prompt: req.prompt,
+                max_tokens: req.max_tokens,
+                target_tokens: req.target_tokens,
+                arrival_s,
+                seed: req.seed,
+            },
+            req.accept_prob,
+        );
         drop(inner);
         self.shared.wake.notify_one();
         Ticket {

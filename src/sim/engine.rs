@@ -24,6 +24,9 @@ pub struct Job {
     pub rng: ChaCha8Rng,
     pub fault: Option<Fault>,
     pub arrived: tokio::time::Instant,
+    /// The `ngram` model's per-draft acceptance α; `None` with `uniform` or without
+    /// speculative decoding.
+    pub accept_prob: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,8 +57,13 @@ pub struct Progress<'a> {
     /// What this event added to `text`.
     pub delta: &'a str,
     pub completion_tokens: u64,
-    /// Decode steps so far (speculative verify steps).
+    /// Decode steps so far, recomputes after a preemption included.
     pub decode_steps: u64,
+    /// Speculative verify steps so far: decode steps, recomputes not included.
+    pub spec_verify_steps: u64,
+    /// Draft tokens verified so far, and how many were accepted.
+    pub spec_draft_tokens: u64,
+    pub spec_accepted_tokens: u64,
     /// Set on the last event.
     pub finish: Option<Finish>,
 }
@@ -85,6 +93,7 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         mut rng,
         fault,
         arrived,
+        accept_prob,
     } = job;
     let prompt_tokens = prompt.len() as u64;
     let needle_answer = needle::answer_ids(&prompt);
@@ -103,6 +112,7 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         fault: fault.map(|f| f.name().to_string()),
         arrival_s: engine.at_s(arrived.into_std()),
         submitted_s: engine.now_s(),
+        spec_accept_prob: accept_prob,
         ..RequestTruth::default()
     };
     let mut ticket = engine.submit(Submit {
@@ -111,12 +121,14 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         target_tokens,
         arrived: arrived.into_std(),
         seed: rng.random(),
+        accept_prob,
     });
     let mut text = String::new();
     let mut produced = 0;
     while let Some(out) = ticket.outputs.recv().await {
         // Outputs come at their step's end: write at once.
         let first = out.kind == OutputKind::First;
+        let verify = out.kind == OutputKind::Decode;
         engine.note_output_lateness(engine.instant(out.at_s).elapsed().as_secs_f64());
         let delta_start = text.len();
         append_words(
@@ -135,6 +147,9 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
             delta: &text[delta_start..],
             completion_tokens: produced,
             decode_steps: truth.decode_steps.len() as u64 + u64::from(!first),
+            spec_verify_steps: truth.spec_verify_steps + u64::from(verify),
+            spec_draft_tokens: truth.spec_draft_tokens + out.drafted,
+            spec_accepted_tokens: truth.spec_accepted_tokens + out.accepted,
             finish: out.finished.then_some(finish),
         };
         if listener.on_event(&event) == Flow::Cut {
@@ -154,6 +169,11 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
                 context_tokens: out.context_tokens,
                 cost_s: out.step_s,
             });
+        }
+        if verify {
+            truth.spec_verify_steps += 1;
+            truth.spec_draft_tokens += out.drafted;
+            truth.spec_accepted_tokens += out.accepted;
         }
         truth.output_tokens = produced;
         if out.finished {

@@ -19,11 +19,14 @@ pub fn version() -> String {
 pub async fn server_info(State(state): State<Arc<SimState>>) -> Json<Value> {
     let args = &state.config.cost;
     let spec = args.spec > 1;
-    let (pool, used) = state.engine.with(|sched, _| {
+    // Cumulative since start (or the last flush), like SGLang's: tokens emitted per verify
+    // step, the prefill's first token not included.
+    let (pool, used, accept_length) = state.engine.with(|sched, _| {
         let pool = sched.pool();
         (
             pool.capacity_tokens(),
             pool.cached_pages() * pool.page_tokens(),
+            sched.stats().spec_since_flush.accept_length(),
         )
     });
     Json(json!({
@@ -51,7 +54,7 @@ pub async fn server_info(State(state): State<Arc<SimState>>) -> Json<Value> {
         "version": version(),
         "internal_states": [{
             "memory_usage": {"token_capacity": pool, "cached_tokens": used},
-            "avg_spec_accept_length": if spec { json!((1.0 + args.spec as f64) / 2.0) } else { Value::Null },
+            "avg_spec_accept_length": if spec { json!(accept_length) } else { Value::Null },
             "last_gen_throughput": 0.0,
         }],
     }))

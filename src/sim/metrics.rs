@@ -50,6 +50,14 @@ enum Figure {
     Itl,
     E2e,
     QueueTime,
+    /// SGLang's accept length over the last decode-log interval.
+    SpecAcceptLength,
+    /// Speculative verify steps.
+    SpecDrafts,
+    SpecDraftTokens,
+    SpecAccepted,
+    /// Tokens the verify steps emitted (accepted plus one each).
+    SpecEmitted,
 }
 
 use Figure::*;
@@ -72,6 +80,15 @@ const VLLM: &[(&str, &str, Figure)] = &[
     ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", QueueTime),
 ];
 
+/// vLLM's speculative decoding counters, exported only with speculative decoding on.
+#[rustfmt::skip]
+const VLLM_SPEC: &[(&str, &str, Figure)] = &[
+    ("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", SpecDrafts),
+    ("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", SpecDraftTokens),
+    ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", SpecAccepted),
+    ("vllm:spec_decode_num_emitted_tokens_total", "Number of emitted tokens.", SpecEmitted),
+];
+
 /// SGLang's series (its `metrics/collector.py`): name, help, figure.
 #[rustfmt::skip]
 const SGLANG: &[(&str, &str, Figure)] = &[
@@ -89,21 +106,27 @@ const SGLANG: &[(&str, &str, Figure)] = &[
     ("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", Itl),
     ("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", E2e),
     ("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", QueueTime),
+    ("sglang:spec_accept_length", "The average acceptance length of speculative decoding.", SpecAcceptLength),
 ];
 
 /// The exposition text of `sched`'s state in `persona`'s names. A generic OpenAI server
 /// speaks vLLM's dialect, the one most OpenAI-compatible servers copy; SGLang its own.
 pub fn render(persona: Persona, model: &str, sched: &Scheduler) -> String {
     let model = model.replace('\\', "\\\\").replace('"', "\\\"");
-    let (labels, table) = match persona {
-        Persona::Vllm | Persona::Openai => (format!("model_name=\"{model}\",engine=\"0\""), VLLM),
+    let spec = sched.config().spec > 1;
+    let (labels, table, extra) = match persona {
+        Persona::Vllm | Persona::Openai => (
+            format!("model_name=\"{model}\",engine=\"0\""),
+            VLLM,
+            if spec { VLLM_SPEC } else { &[] },
+        ),
         // Only the SGLang, vLLM and OpenAI personas serve `/metrics`.
         Persona::Sglang | Persona::Ollama | Persona::Tgi => {
-            (format!("model_name=\"{model}\""), SGLANG)
+            (format!("model_name=\"{model}\""), SGLANG, &[][..])
         }
     };
     let mut out = String::new();
-    for &(name, help, figure) in table {
+    for &(name, help, figure) in table.iter().chain(extra) {
         write_series(&mut out, name, help, &labels, &value(figure, sched));
     }
     out
@@ -132,6 +155,11 @@ fn value(figure: Figure, sched: &Scheduler) -> Value<'_> {
         Itl => Value::Histogram(&stats.itl),
         E2e => Value::Histogram(&stats.e2e),
         QueueTime => Value::Histogram(&stats.queue_time),
+        SpecAcceptLength => Value::Gauge(stats.spec_accept_length_gauge),
+        SpecDrafts => Value::Counter(stats.spec.verify_steps as f64),
+        SpecDraftTokens => Value::Counter(stats.spec.draft_tokens as f64),
+        SpecAccepted => Value::Counter(stats.spec.accepted_tokens as f64),
+        SpecEmitted => Value::Counter(stats.spec.emitted_tokens as f64),
     }
 }
 

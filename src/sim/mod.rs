@@ -19,6 +19,7 @@ mod request;
 pub mod scheduler;
 mod server;
 mod sglang;
+pub mod spec;
 mod sse;
 mod state;
 pub mod stats;
@@ -32,6 +33,7 @@ mod whole;
 
 pub use cost::CostModel;
 pub use server::SimServer;
+pub use spec::SpecModel;
 pub use truth::{DecodeStep, RequestTruth};
 
 use clap::{Args, ValueEnum};
@@ -97,6 +99,13 @@ pub struct SimCostArgs {
     /// Speculative decoding: each decode step emits 1..=K tokens in one event.
     #[arg(long, default_value_t = 1)]
     pub spec: u32,
+    /// How many of a step's K−1 draft tokens are accepted (with --spec K > 1): `uniform`
+    /// draws 1..=K tokens per step whatever the prompt; `ngram` is a prompt-lookup drafter
+    /// whose per-draft acceptance α = 0.1 + 0.85·r grows with the share r of the prompt's
+    /// bigrams that repeat earlier ones (filler text: α ≈ 0.95), each draft accepted in
+    /// turn until the first rejection.
+    #[arg(long = "spec-model", value_enum, default_value = "uniform")]
+    pub spec_model: SpecModel,
     /// Context limit, tokens.
     #[arg(long = "context-length", default_value_t = 131_072)]
     pub context_length: u64,

@@ -9,9 +9,10 @@
 //! insertion, finishes).
 
 use super::pool::KvPool;
+use super::spec::{self, Verify};
 use super::stats::EngineStats;
 use super::stepcost::StepCost;
-use rand::{RngExt, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -26,7 +27,8 @@ pub struct EngineConfig {
     pub max_batch_tokens: u64,
     /// Running requests at most, at least 1.
     pub max_running: usize,
-    /// Tokens per decode step are drawn from 1..=spec.
+    /// Tokens per decode step: at most `spec`, how many by the request's acceptance
+    /// (see `spec.rs`); 1..=spec uniformly for requests submitted without one.
     pub spec: u32,
     /// Share of each request's remaining `max_tokens` reserved in the pool at admission
     /// (SGLang's new-token ratio): 1 never preempts, 0 admits on the prompt alone.
@@ -79,6 +81,10 @@ pub struct Emission {
     /// Durations of the steps that carried the first prefill's chunks.
     pub prefill_s: f64,
     pub preemptions: u32,
+    /// Draft tokens the step verified (decode steps only).
+    pub drafted: u64,
+    /// Of those, accepted (`tokens − 1` on a decode step).
+    pub accepted: u64,
     /// Index in `running` while the step is in flight.
     #[serde(skip)]
     slot: usize,
@@ -135,6 +141,8 @@ struct Req {
     target: u64,
     arrival_s: f64,
     rng: ChaCha8Rng,
+    /// The `ngram` model's per-draft acceptance; `None`: uniform draws.
+    accept_prob: Option<f64>,
     produced: u64,
     // The current admission.
     seq: u64,
@@ -258,8 +266,15 @@ impl Scheduler {
         &self.records
     }
 
-    /// Queue a request (it joins at the next step start).
+    /// Queue a request (it joins at the next step start); speculative steps draw their
+    /// token counts uniformly.
     pub fn submit(&mut self, req: NewRequest) {
+        self.submit_with_acceptance(req, None);
+    }
+
+    /// Queue a request whose speculative drafts are each accepted with probability
+    /// `accept_prob` until the first rejection (`None`: uniform draws, as `submit`).
+    pub fn submit_with_acceptance(&mut self, req: NewRequest, accept_prob: Option<f64>) {
         let target = req.target_tokens.min(req.max_tokens);
         let keys = self.pool.keys(&req.prompt);
         self.waiting.push_back(Req {
@@ -268,6 +283,7 @@ impl Scheduler {
             target,
             arrival_s: req.arrival_s,
             rng: ChaCha8Rng::seed_from_u64(req.seed),
+            accept_prob,
             produced: 0,
             seq: 0,
             keys,
@@ -307,9 +323,11 @@ impl Scheduler {
         }
     }
 
-    /// Evict every unreferenced cached page (`/flush_cache`).
+    /// Evict every unreferenced cached page (`/flush_cache`); like SGLang's, it also
+    /// restarts the cumulative speculative acceptance `/server_info` reports.
     pub fn flush_cache(&mut self) {
         self.pool.flush();
+        self.stats.spec_since_flush = Default::default();
     }
 
     /// Resize the pool; running requests keep their pages, decode growth that no longer
@@ -341,7 +359,7 @@ impl Scheduler {
         }
         let spec = u64::from(self.config.spec.max(1));
         // Decode growth, oldest first; the newest request yields its pages when short.
-        let mut decode: Vec<(usize, u64, u64)> = Vec::new();
+        let mut decode: Vec<(usize, Verify, u64)> = Vec::new();
         let mut i = 0;
         while i < self.running.len() {
             if !self.running[i].decoding {
@@ -349,7 +367,8 @@ impl Scheduler {
                 continue;
             }
             let r = &mut self.running[i];
-            let tokens = r.rng.random_range(1..=spec).min(r.target - r.produced);
+            let v = spec::verify(&mut r.rng, spec, r.accept_prob, r.target - r.produced);
+            let tokens = v.tokens;
             let context = r.prompt.len() as u64 + r.produced;
             let need = self
                 .pool
@@ -368,7 +387,7 @@ impl Scheduler {
                 break;
             }
             self.running[i].private += need;
-            decode.push((i, tokens, context));
+            decode.push((i, v, context));
             i += 1;
         }
         // Prefill chunks within the budget, in admission order.
@@ -414,13 +433,17 @@ impl Scheduler {
             } else {
                 OutputKind::Recomputed
             };
-            let tokens = (r.target - r.produced).min(1);
-            emissions.push(emit(r, idx, kind, tokens, duration, end_s));
+            let v = Verify {
+                tokens: (r.target - r.produced).min(1),
+                drafted: 0,
+                accepted: 0,
+            };
+            emissions.push(emit(r, idx, kind, v, duration, end_s));
             r.decoding = true;
         }
-        for &(idx, tokens, _) in &decode {
+        for &(idx, v, _) in &decode {
             let r = &mut self.running[idx];
-            emissions.push(emit(r, idx, OutputKind::Decode, tokens, duration, end_s));
+            emissions.push(emit(r, idx, OutputKind::Decode, v, duration, end_s));
         }
         self.in_step = true;
         self.mark(start_s);
@@ -439,6 +462,12 @@ impl Scheduler {
     pub fn end_step(&mut self, step: Step) -> Vec<Emission> {
         self.in_step = false;
         let end = step.end_s;
+        self.stats.observe_verify_batch(
+            step.emissions
+                .iter()
+                .filter(|em| em.kind == OutputKind::Decode)
+                .map(|em| (em.tokens, em.drafted, em.accepted)),
+        );
         let mut out = Vec::with_capacity(step.emissions.len());
         for em in step.emissions {
             let r = &mut self.running[em.slot];
@@ -590,20 +619,15 @@ impl Scheduler {
     }
 }
 
-fn emit(
-    r: &mut Req,
-    slot: usize,
-    kind: OutputKind,
-    tokens: u64,
-    step_s: f64,
-    at_s: f64,
-) -> Emission {
+fn emit(r: &mut Req, slot: usize, kind: OutputKind, v: Verify, step_s: f64, at_s: f64) -> Emission {
     let context_tokens = r.prompt.len() as u64 + r.produced;
-    r.produced += tokens;
+    r.produced += v.tokens;
     Emission {
         id: r.id,
         kind,
-        tokens,
+        tokens: v.tokens,
+        drafted: v.drafted,
+        accepted: v.accepted,
         context_tokens,
         step_s,
         at_s,

@@ -144,7 +144,11 @@ impl SimServer {
             self.state.config.model_name,
             args.context_length,
             if args.truncate { " (truncating)" } else { "" },
-            args.spec,
+            if args.spec > 1 && args.spec_model == super::SpecModel::Ngram {
+                format!("{} (ngram acceptance)", args.spec)
+            } else {
+                args.spec.to_string()
+            },
             args.max_running,
             if args.reject_when_full {
                 " (503 beyond)"

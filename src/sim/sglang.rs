@@ -125,6 +125,9 @@ async fn start_generate(
         delta: &outcome.text,
         completion_tokens: outcome.completion_tokens,
         decode_steps: outcome.decode_steps,
+        spec_verify_steps: outcome.spec_verify_steps,
+        spec_draft_tokens: outcome.spec_draft_tokens,
+        spec_accepted_tokens: outcome.spec_accepted_tokens,
         finish: outcome.finish,
     };
     Ok(Json(format.event(&progress)).into_response())
@@ -153,10 +156,21 @@ impl StreamFormat for NativeFormat {
         });
         if p.finish.is_some() {
             meta["e2e_latency"] = json!(self.arrived.elapsed().as_secs_f64());
+            // SGLang's per-request counters: verify steps, accept length = completion
+            // tokens (the prefill's first included) / verify steps, drafts proposed and
+            // accepted, and their ratio.
             if self.spec {
-                let verify_ct = p.decode_steps.max(1);
-                meta["spec_verify_ct"] = json!(p.decode_steps);
+                let verify_ct = p.spec_verify_steps.max(1);
+                let drafts = p.spec_draft_tokens;
+                meta["spec_verify_ct"] = json!(p.spec_verify_steps);
                 meta["spec_accept_length"] = json!(p.completion_tokens as f64 / verify_ct as f64);
+                meta["spec_draft_token_num"] = json!(drafts);
+                meta["spec_accept_token_num"] = json!(p.spec_accepted_tokens);
+                meta["spec_accept_rate"] = json!(if drafts == 0 {
+                    0.0
+                } else {
+                    p.spec_accepted_tokens as f64 / drafts as f64
+                });
             }
         }
         json!({ "text": p.text, "meta_info": meta })

@@ -48,12 +48,39 @@ pub struct RequestTruth {
     pub finished_s: Option<f64>,
     /// Times the engine preempted it (pages freed, recomputed later).
     pub preemptions: u32,
+    /// Speculative verify steps: its decode steps (the first token's prefill and any
+    /// recompute after a preemption are none). With `--spec 1`, plain decode steps.
+    pub spec_verify_steps: u64,
+    /// Draft tokens those steps verified: K−1 each, fewer when fewer than K tokens were
+    /// left to produce (only what can be accepted is proposed).
+    pub spec_draft_tokens: u64,
+    /// Of those, accepted: each verify step emitted its accepted drafts plus one.
+    pub spec_accepted_tokens: u64,
+    /// The `ngram` model's per-draft acceptance α for this prompt; null with `uniform` or
+    /// without speculative decoding.
+    pub spec_accept_prob: Option<f64>,
 }
 
 impl RequestTruth {
     /// The configured prefill rate this request got: uncached prompt tokens / prefill cost.
     pub fn prefill_tps(&self) -> f64 {
         (self.prompt_tokens - self.cached_tokens) as f64 / self.prefill_s
+    }
+
+    /// SGLang's accept length, `completion_tokens / spec_verify_ct`: every output token
+    /// (the prefill's first one included) over the verify steps; what
+    /// `meta_info.spec_accept_length` says. `None` without a verify step.
+    pub fn accept_length(&self) -> Option<f64> {
+        (self.spec_verify_steps > 0)
+            .then(|| self.output_tokens as f64 / self.spec_verify_steps as f64)
+    }
+
+    /// Tokens per verify step, vLLM's mean acceptance length `1 + accepted / drafts`:
+    /// the quantity the acceptance model's (1 − α^K)/(1 − α) predicts. `None` without a
+    /// verify step.
+    pub fn tokens_per_verify_step(&self) -> Option<f64> {
+        (self.spec_verify_steps > 0)
+            .then(|| 1.0 + self.spec_accepted_tokens as f64 / self.spec_verify_steps as f64)
     }
 
     /// The configured decode rate, as ctxbench defines it: tokens after the first event over

@@ -16,6 +16,9 @@ pub struct Outcome {
     pub cached_tokens: u64,
     pub completion_tokens: u64,
     pub decode_steps: u64,
+    pub spec_verify_steps: u64,
+    pub spec_draft_tokens: u64,
+    pub spec_accepted_tokens: u64,
     /// `None` when the server shut down mid-generation.
     pub finish: Option<Finish>,
 }
@@ -26,6 +29,9 @@ impl Listener for Outcome {
         self.cached_tokens = progress.cached_tokens;
         self.completion_tokens = progress.completion_tokens;
         self.decode_steps = progress.decode_steps;
+        self.spec_verify_steps = progress.spec_verify_steps;
+        self.spec_draft_tokens = progress.spec_draft_tokens;
+        self.spec_accepted_tokens = progress.spec_accepted_tokens;
         if progress.finish.is_some() {
             self.text = progress.text.to_string();
             self.finish = progress.finish;
