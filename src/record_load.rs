@@ -110,6 +110,9 @@ pub struct RequestRecord {
     pub ok: bool,
     pub error: Option<RequestFailure>,
     pub server_timings: Option<Value>,
+    /// Speculative decoding: the acceptance of this request (as on sweep samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<crate::record::SpecStats>,
 }
 
 impl RequestRecord {
@@ -203,6 +206,12 @@ pub struct CellRecord {
     pub server: Option<ServerCell>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Speculative decoding: median accept length over the cell's successful requests
+    /// (one value per request) and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length_median: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_source: Option<crate::record::SpecSource>,
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.

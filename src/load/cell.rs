@@ -84,6 +84,15 @@ pub fn summarise(
         }
     }
     c.errors = errors;
+    if let Some((source, lengths, _)) = crate::summary::acceptance(
+        requests
+            .iter()
+            .filter(|r| r.ok)
+            .filter_map(|r| r.spec.as_ref()),
+    ) {
+        c.accept_length_median = crate::stats::median(&lengths);
+        c.accept_source = Some(source);
+    }
     let pct = |f: &dyn Fn(&RequestRecord) -> Option<f64>| {
         LatencyHist::of(requests.iter().filter(|r| r.ok).filter_map(|r| f(r))).percentiles()
     };
