@@ -5,11 +5,14 @@
 mod common;
 use common::flags;
 use common::llama::{LlamaServer, timing};
+use ctxbench::backend::spec::MetricsDelta;
+use ctxbench::backend::{Backend, Completion, Flush, GenRequest, Prompt, RequestError};
 use ctxbench::record::{Sample, SpecSource};
 
 /// Up to 4 drafted tokens a step, at least 1: with greedy sampling and the same weights
-/// the draft always matches, so every step drafts.
-const DRAFT_ARGS: [&str; 8] = [
+/// the draft mostly matches. `--metrics` exports its `llamacpp:spec_decode_*` counters.
+const DRAFT_ARGS: [&str; 9] = [
+    "--metrics",
     "-md",
     "draft",
     "--spec-type",
@@ -72,4 +75,76 @@ async fn draft_counts_are_the_servers_own() {
     assert_eq!(r.run.target.api, "openai");
     assert_eq!(r.samples.len(), 2);
     r.samples.iter().for_each(check);
+}
+
+/// The backend without the server's own per-request counts, as a server that sends none.
+struct WithoutCounts(Box<dyn Backend>);
+
+#[async_trait::async_trait]
+impl Backend for WithoutCounts {
+    fn api(&self) -> &'static str {
+        self.0.api()
+    }
+    fn takes_token_ids(&self) -> bool {
+        true
+    }
+    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
+        let mut c = self.0.generate(req).await?;
+        c.spec = None;
+        Ok(c)
+    }
+    async fn flush(&self) -> Result<Flush, RequestError> {
+        self.0.flush().await
+    }
+    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
+        self.0.tokenize(text).await
+    }
+}
+
+/// The `/metrics` counters read around a lone request give the same counts as the
+/// request's own `timings`: drafted, accepted, and steps = output − accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_deltas_around_a_lone_request_match_its_timings() {
+    let server = LlamaServer::start_with_args(1, &DRAFT_ARGS);
+    let conn = ctxbench::backend::connect(
+        &server.url,
+        ctxbench::choices::ApiChoice::Llamacpp,
+        ctxbench::choices::Endpoint::Completions,
+        None,
+        None,
+    )
+    .await
+    .unwrap();
+    let b = MetricsDelta {
+        inner: Box::new(WithoutCounts(conn.backend)),
+        http: conn.http.clone(),
+    };
+    for seed in 0..3u32 {
+        let req = GenRequest {
+            prompt: Prompt::Text(format!(
+                "request {seed}: the river runs past the mill and the {seed} boats"
+            )),
+            max_tokens: 32,
+            ignore_eos: true,
+            cache_prompt: false,
+            deadline: std::time::Duration::from_secs(600),
+        };
+        let c = b.generate(&req).await.unwrap();
+        let t = c.server_timings.clone().unwrap();
+        let k = c.spec.expect("counts from /metrics");
+        assert_eq!(k.source, SpecSource::MetricsDelta);
+        let drafted = t["draft_n"].as_u64().unwrap();
+        let accepted = t["draft_n_accepted"].as_u64().unwrap();
+        assert!(drafted > 0);
+        assert_eq!(k.draft_tokens, Some(drafted), "{t}");
+        assert_eq!(k.accepted_tokens, Some(accepted), "{t}");
+        assert_eq!(
+            k.verify_steps,
+            Some(c.completion_tokens.unwrap() - accepted)
+        );
+        println!(
+            "request {seed}: /metrics delta drafted {drafted}, accepted {accepted}, {} steps; timings agree",
+            k.verify_steps.unwrap()
+        );
+    }
 }
