@@ -261,6 +261,52 @@ mod tests {
     }
 
     #[test]
+    fn acceptance_is_the_median_over_successful_requests() {
+        use crate::backend::spec::{SpecCounts, SpecSource};
+        use crate::backend::{Completion, StreamEvent};
+        use std::time::Duration;
+        let slot = |i: u64| crate::run::Slot {
+            index: i,
+            scheduled: Duration::ZERO,
+            sent: Duration::ZERO,
+            start: tokio::time::Instant::now(),
+        };
+        let done = |steps: u64| {
+            let c = Completion {
+                events: vec![StreamEvent {
+                    at: Duration::from_millis(5),
+                    tokens: 1,
+                }],
+                completion_tokens: Some(12),
+                spec: Some(SpecCounts {
+                    verify_steps: Some(steps),
+                    draft_tokens: None,
+                    accepted_tokens: None,
+                    source: SpecSource::Server,
+                }),
+                ..Completion::default()
+            };
+            crate::load::request::record(CellKey::default(), slot(0), 1.0, Ok(c))
+        };
+        // 12 tokens in 3, 4 and 6 steps: accept 4, 3, 2; a failed request is not counted.
+        let mut rs = vec![done(3), done(4), done(6)];
+        assert_eq!(rs[0].spec.unwrap().accept_length, Some(4.0));
+        let mut failed = done(1);
+        failed.ok = false;
+        rs.push(failed);
+        let refs: Vec<&RequestRecord> = rs.iter().collect();
+        let c = summarise(
+            CellKey::default(),
+            &refs,
+            &[],
+            &slo::parse("").unwrap(),
+            0.9,
+        );
+        assert_eq!(c.accept_length_median, Some(3.0));
+        assert_eq!(c.accept_source, Some(SpecSource::Server));
+    }
+
+    #[test]
     fn goodput_counts_failures_and_slow_requests_as_misses() {
         let mut rs = [req(0.0, 0.5, 3.0), req(0.0, 2.0, 4.0), req(3.0, 0.5, 3.0)];
         rs[2].ok = false;
