@@ -52,6 +52,20 @@ async fn verify_steps_match_the_simulators_truth() {
     assert!(table.contains("steps/s"), "{table}");
     let csv = ctxbench::report::render(&r.run, &r.summary, ctxbench::cli::Format::Csv);
     assert!(csv.starts_with("context_tokens,") && csv.contains("accept_length_median"));
+    let html = ctxbench::report::html::render(&r.run, &r.samples, &r.errors, &r.summary);
+    assert!(
+        html.contains("<section id=\"spec\">"),
+        "no acceptance section"
+    );
+    let json = ctxbench::report::render(&r.run, &r.summary, ctxbench::cli::Format::Json);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["summary"]["points"][0]["spec_source"], "server");
+    assert!(
+        v["summary"]["points"][0]["accept_length"]["median"]
+            .as_f64()
+            .unwrap()
+            > 1.0
+    );
 }
 
 /// Without speculative decoding the sweep records no acceptance and shows no column.
