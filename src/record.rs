@@ -163,6 +163,9 @@ pub struct Sample {
     /// Which parts of the corpus or dataset the prompt's body came from (none for filler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceRecord>,
+    /// Speculative decoding: the acceptance that produced this sample's decode rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecStats>,
 }
 
 /// Where a prompt's body came from: spans of the content's documents, in the order used.
@@ -192,6 +195,59 @@ pub struct DocSpan {
     pub doc: String,
     pub start: u64,
     pub end: u64,
+}
+
+/// Where a sample's speculative-decoding figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpecSource {
+    /// Per-request counts from the server itself (SGLang `meta_info`, llama.cpp `timings`,
+    /// vLLM per-request metrics).
+    Server,
+    /// The server's `/metrics` counters read before and after a request that ran alone.
+    MetricsDelta,
+    /// Tokens per stream event: a proxy for the accept length, not a count of it.
+    EventsProxy,
+}
+
+impl SpecSource {
+    /// The on-disk name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecSource::Server => "server",
+            SpecSource::MetricsDelta => "metrics_delta",
+            SpecSource::EventsProxy => "events_proxy",
+        }
+    }
+
+    pub fn is_proxy(self) -> bool {
+        self == SpecSource::EventsProxy
+    }
+}
+
+impl std::fmt::Display for SpecSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Speculative-decoding acceptance of one request.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct SpecStats {
+    /// Output tokens per verification step (for `events_proxy`: tokens per stream event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length: Option<f64>,
+    /// Accepted draft tokens / drafted tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_rate: Option<f64>,
+    /// Target-model steps that produced the output (see `backend::spec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_steps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_tokens: Option<u64>,
+    pub source: SpecSource,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -293,6 +349,16 @@ pub struct PointSummary {
     pub outliers: usize,
     #[serde(default)]
     pub needle: Vec<NeedleCell>,
+    /// Speculative decoding: output tokens per verification step, over the streamed valid
+    /// samples of `spec_source` (one sample, one value: the per-request distribution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length: Option<Stat>,
+    /// Accepted / drafted tokens, where the source counts drafts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_rate: Option<Stat>,
+    /// Where `accept_length` came from (`events_proxy` is a proxy, shown as such).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_source: Option<SpecSource>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -113,6 +113,9 @@ pub struct RequestRecord {
     /// Which parts of the corpus or dataset the prompt's body came from (none for filler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::record::SourceRecord>,
+    /// Speculative decoding: the acceptance of this request (as on sweep samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<crate::record::SpecStats>,
 }
 
 impl RequestRecord {
@@ -206,6 +209,12 @@ pub struct CellRecord {
     pub server: Option<ServerCell>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Speculative decoding: median accept length over the cell's successful requests
+    /// (one value per request) and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_length_median: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_source: Option<crate::record::SpecSource>,
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.

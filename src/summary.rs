@@ -2,7 +2,9 @@
 //! partial file and the sweep's own summary agree.
 
 use crate::choices::Method;
-use crate::record::{ErrorRecord, NeedleCell, PointSummary, Sample, Stat, Summary, flag};
+use crate::record::{
+    ErrorRecord, NeedleCell, PointSummary, Sample, SpecSource, SpecStats, Stat, Summary, flag,
+};
 use crate::stats::{outlier_count, quantile};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -57,6 +59,23 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
         })
         .collect();
     (quantile(&ttft, 0.5), quantile(&decode, 0.5))
+}
+
+/// Acceptance figures of several requests, from the best source any of them has (server
+/// counts, then metrics deltas, then the events proxy), so one figure never mixes sources:
+/// the source, the accept lengths and the accept rates, one value per request.
+pub fn acceptance<'a>(
+    specs: impl Iterator<Item = &'a SpecStats> + Clone,
+) -> Option<(SpecSource, Vec<f64>, Vec<f64>)> {
+    let source = specs
+        .clone()
+        .filter(|s| s.accept_length.is_some())
+        .map(|s| s.source)
+        .min()?;
+    let of = specs.filter(|s| s.source == source);
+    let lengths = of.clone().filter_map(|s| s.accept_length).collect();
+    let rates = of.filter_map(|s| s.accept_rate).collect();
+    Some((source, lengths, rates))
 }
 
 pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
@@ -114,6 +133,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
             e.1 += usize::from(r.ok);
             e.2 += 1;
         }
+        let spec = acceptance(stream.iter().filter_map(|s| s.spec.as_ref()));
         let prompt_tokens = quantile(
             &all.iter()
                 .filter_map(|s| s.prompt_tokens)
@@ -148,6 +168,9 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
                     total,
                 })
                 .collect(),
+            accept_length: spec.as_ref().and_then(|(_, l, _)| Stat::of(l)),
+            accept_rate: spec.as_ref().and_then(|(_, _, r)| Stat::of(r)),
+            spec_source: spec.map(|(source, _, _)| source),
         });
     }
     let restarts: Vec<u64> = points
@@ -170,6 +193,16 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
              event): ITL spreads each request's total evenly over its arrivals, and no \
              tokens-per-event figure is given"
         ));
+    }
+    if points
+        .iter()
+        .any(|p| p.spec_source == Some(SpecSource::EventsProxy))
+    {
+        notes.push(
+            "accept length marked ~ is a proxy: tokens per stream event, where the server \
+             reported no speculative-decoding counts"
+                .into(),
+        );
     }
     if let Some(n) = truncation_onset {
         notes.push(format!(
@@ -258,6 +291,60 @@ mod tests {
         assert_eq!(sum.points.len(), 1);
         assert_eq!(sum.points[0].n_valid, 0);
         assert!(sum.points[0].ttft_s.is_none());
+    }
+
+    fn spec(source: SpecSource, length: f64, rate: Option<f64>) -> Option<SpecStats> {
+        Some(SpecStats {
+            accept_length: Some(length),
+            accept_rate: rate,
+            verify_steps: None,
+            draft_tokens: None,
+            accepted_tokens: None,
+            source,
+        })
+    }
+
+    #[test]
+    fn acceptance_is_the_median_per_request_of_one_source() {
+        let mut s = vec![
+            sample(1024, 0.1, true),
+            sample(1024, 0.1, true),
+            sample(1024, 0.1, true),
+            sample(1024, 0.1, true),
+            sample(2048, 0.1, true),
+            sample(2048, 0.1, false),
+        ];
+        s[0].spec = spec(SpecSource::Server, 2.0, Some(0.5));
+        s[1].spec = spec(SpecSource::Server, 3.0, Some(0.7));
+        s[2].spec = spec(SpecSource::Server, 5.0, None);
+        // A proxy figure beside server counts is left out, not averaged in.
+        s[3].spec = spec(SpecSource::EventsProxy, 9.0, None);
+        s[4].spec = spec(SpecSource::EventsProxy, 1.5, None);
+        // An invalid sample's acceptance is not a result either.
+        s[5].spec = spec(SpecSource::EventsProxy, 7.0, None);
+        let sum = summarize(&s, &[]);
+        let p = &sum.points[0];
+        assert_eq!(p.spec_source, Some(SpecSource::Server));
+        let a = p.accept_length.unwrap();
+        assert_eq!((a.median, a.min, a.max, a.n), (3.0, 2.0, 5.0, 3));
+        assert!((p.accept_rate.unwrap().median - 0.6).abs() < 1e-12);
+        let q = &sum.points[1];
+        assert_eq!(q.spec_source, Some(SpecSource::EventsProxy));
+        assert_eq!(q.accept_length.unwrap().median, 1.5);
+        assert!(
+            sum.notes.iter().any(|n| n.contains("proxy")),
+            "{:?}",
+            sum.notes
+        );
+        // Without acceptance data nothing is added.
+        let plain = summarize(&[sample(1024, 0.1, true)], &[]);
+        assert_eq!(plain.points[0].accept_length, None);
+        assert!(
+            serde_json::to_string(&plain.points[0])
+                .unwrap()
+                .find("accept")
+                .is_none()
+        );
     }
 
     #[test]

@@ -146,6 +146,7 @@ fn complete(r: Reply, call: &Call) -> Result<Completion, RequestError> {
         flags: Vec::new(),
         new_connection: None,
         connect_s: None,
+        spec: None,
     })
 }
 

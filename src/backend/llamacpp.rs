@@ -125,6 +125,9 @@ impl StreamFold for Events {
         if v.get("truncated").and_then(Value::as_bool) == Some(true) {
             self.out.finish_reason = Some("truncated".to_string());
         }
+        self.out.spec = timings
+            .as_ref()
+            .and_then(super::spec::from_llamacpp_timings);
         self.out.server_timings = timings;
         Ok(true)
     }

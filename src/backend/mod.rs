@@ -13,6 +13,7 @@ pub mod openai;
 pub mod prometheus;
 pub mod sglang;
 pub mod shared;
+pub mod spec;
 pub mod sse;
 pub mod tgi;
 pub mod tokenize;
@@ -74,6 +75,9 @@ pub struct Completion {
     pub new_connection: Option<bool>,
     /// Connect time of that new connection, seconds.
     pub connect_s: Option<f64>,
+    /// Speculative-decoding counts for this request, where the server (or its metrics)
+    /// gave some.
+    pub spec: Option<spec::SpecCounts>,
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]

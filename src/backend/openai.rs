@@ -174,6 +174,13 @@ impl StreamFold for Deltas {
         }
         if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
             self.out.server_timings = Some(t.clone());
+            // llama-server's final chunk carries its draft counts in `timings`.
+            if let Some(k) = super::spec::from_llamacpp_timings(t) {
+                self.out.spec = Some(k);
+            }
+        }
+        if let Some(k) = super::spec::from_vllm_metrics(&v) {
+            self.out.spec = Some(k);
         }
         Ok(false)
     }

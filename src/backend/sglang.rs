@@ -143,6 +143,8 @@ impl StreamFold for Cumulative {
             if !timings.is_empty() {
                 self.out.server_timings = Some(Value::Object(timings));
             }
+            self.out.spec =
+                super::spec::from_sglang_meta(&meta, completion.or(Some(self.tokens_so_far)));
         }
         Ok(false)
     }

@@ -84,6 +84,15 @@ pub fn summarise(
         }
     }
     c.errors = errors;
+    if let Some((source, lengths, _)) = crate::summary::acceptance(
+        requests
+            .iter()
+            .filter(|r| r.ok)
+            .filter_map(|r| r.spec.as_ref()),
+    ) {
+        c.accept_length_median = crate::stats::median(&lengths);
+        c.accept_source = Some(source);
+    }
     let pct = |f: &dyn Fn(&RequestRecord) -> Option<f64>| {
         LatencyHist::of(requests.iter().filter(|r| r.ok).filter_map(|r| f(r))).percentiles()
     };
@@ -249,6 +258,52 @@ mod tests {
         // Ends inside [1, 9]: 3, 5, 6, 9 → 4 requests over 8 s.
         assert!((c.requests_per_s.unwrap() - 0.5).abs() < 1e-9);
         assert!(c.meets_target);
+    }
+
+    #[test]
+    fn acceptance_is_the_median_over_successful_requests() {
+        use crate::backend::spec::{SpecCounts, SpecSource};
+        use crate::backend::{Completion, StreamEvent};
+        use std::time::Duration;
+        let slot = |i: u64| crate::run::Slot {
+            index: i,
+            scheduled: Duration::ZERO,
+            sent: Duration::ZERO,
+            start: tokio::time::Instant::now(),
+        };
+        let done = |steps: u64| {
+            let c = Completion {
+                events: vec![StreamEvent {
+                    at: Duration::from_millis(5),
+                    tokens: 1,
+                }],
+                completion_tokens: Some(12),
+                spec: Some(SpecCounts {
+                    verify_steps: Some(steps),
+                    draft_tokens: None,
+                    accepted_tokens: None,
+                    source: SpecSource::Server,
+                }),
+                ..Completion::default()
+            };
+            crate::load::request::record(CellKey::default(), slot(0), 1.0, Ok(c))
+        };
+        // 12 tokens in 3, 4 and 6 steps: accept 4, 3, 2; a failed request is not counted.
+        let mut rs = vec![done(3), done(4), done(6)];
+        assert_eq!(rs[0].spec.unwrap().accept_length, Some(4.0));
+        let mut failed = done(1);
+        failed.ok = false;
+        rs.push(failed);
+        let refs: Vec<&RequestRecord> = rs.iter().collect();
+        let c = summarise(
+            CellKey::default(),
+            &refs,
+            &[],
+            &slo::parse("").unwrap(),
+            0.9,
+        );
+        assert_eq!(c.accept_length_median, Some(3.0));
+        assert_eq!(c.accept_source, Some(SpecSource::Server));
     }
 
     #[test]

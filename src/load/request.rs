@@ -98,6 +98,7 @@ pub fn record(
             r.prompt_tokens = c.prompt_tokens;
             r.cached_tokens = c.cached_tokens;
             r.output_tokens = out;
+            r.spec = crate::backend::spec::stats(&c);
             r.server_timings = c.server_timings;
             r.conn_reused = c.new_connection.map(|new| !new);
         }

@@ -13,11 +13,13 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
         run.config.reps,
         run.config.method
     );
-    out.push_str(&format!("| {} |\n", table::HEADER.join(" | ")));
-    out.push_str(&format!("|{}\n", "---|".repeat(table::HEADER.len())));
+    let header = table::header(summary);
+    out.push_str(&format!("| {} |\n", header.join(" | ")));
+    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
     for r in table::rows(summary) {
         out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
+    out.push_str(&super::spec::markdown(summary));
     out.push_str(&super::depth::markdown(summary));
     for n in &summary.notes {
         out.push_str(&format!("\n> note: {n}\n"));

@@ -7,6 +7,7 @@ pub mod escape;
 pub mod html;
 pub mod markdown;
 pub mod plot;
+pub mod spec;
 pub mod table;
 
 use crate::choices::Format;

@@ -16,12 +16,25 @@ pub const HEADER: [&str; 9] = [
     "flags",
 ];
 
-pub fn rows(summary: &Summary) -> Vec<[String; 9]> {
+/// The column inserted after `decode tok/s` when any point has acceptance data.
+pub const ACCEPT: &str = "accept";
+
+/// The header of this summary's table: `HEADER`, with `accept` when it applies.
+pub fn header(summary: &Summary) -> Vec<&'static str> {
+    let mut h = HEADER.to_vec();
+    if super::spec::any(summary) {
+        h.insert(5, ACCEPT);
+    }
+    h
+}
+
+pub fn rows(summary: &Summary) -> Vec<Vec<String>> {
+    let accept = super::spec::any(summary);
     summary
         .points
         .iter()
         .map(|p| {
-            [
+            let mut r = vec![
                 format_count(p.context_tokens),
                 cells::prompt(p),
                 cells::ms_spread(p.ttft_s),
@@ -31,14 +44,19 @@ pub fn rows(summary: &Summary) -> Vec<[String; 9]> {
                 cells::ms(p.itl_p99_s),
                 format!("{}/{}", p.n_valid, p.attempts),
                 cells::flags(p),
-            ]
+            ];
+            if accept {
+                r.insert(5, super::spec::cell(p));
+            }
+            r
         })
         .collect()
 }
 
 pub fn render(run: &RunRecord, summary: &Summary) -> String {
     let rows = rows(summary);
-    let mut widths: Vec<usize> = HEADER.iter().map(|h| h.chars().count()).collect();
+    let header = header(summary);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
             *w = (*w).max(c.chars().count());
@@ -74,10 +92,11 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
             .map(|r| format!("{:.2} ms", r * 1e3))
             .unwrap_or_else(|| "n/a".into()),
     );
-    out.push_str(&line(HEADER.to_vec()));
+    out.push_str(&line(header));
     for r in &rows {
         out.push_str(&line(r.iter().map(String::as_str).collect()));
     }
+    out.push_str(&super::spec::text(summary));
     out.push_str(&needle_table(summary));
     out.push_str(&super::depth::text(summary));
     for n in &summary.notes {

@@ -103,6 +103,7 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
         server_timings: c.server_timings.clone(),
         new_connection: c.new_connection,
         connect_s: c.connect_s,
+        spec: crate::backend::spec::stats(c),
         ..Sample::default()
     };
     for &f in &c.flags {
@@ -350,6 +351,32 @@ mod tests {
         let s = two_point_sample(&a, &b, &expect(1000, 17));
         assert!((s.decode_tps.unwrap() - 16.0 / 0.16).abs() < 1e-6);
         assert!(s.valid, "{:?}", s.flags);
+    }
+
+    #[test]
+    fn speculative_counts_become_the_samples_acceptance() {
+        use crate::backend::spec::{SpecCounts, SpecSource};
+        // 4 events of 1, 3, 3, 3 tokens; the server counted 4 verification steps.
+        let mut c = completion(&[(100, 1), (130, 3), (160, 3), (190, 3)], 1000, 0);
+        c.spec = Some(SpecCounts {
+            verify_steps: Some(4),
+            draft_tokens: Some(12),
+            accepted_tokens: Some(6),
+            source: SpecSource::Server,
+        });
+        let s = stream_sample(&c, &expect(1000, 10));
+        let spec = s.spec.unwrap();
+        assert_eq!(spec.source, SpecSource::Server);
+        assert!((spec.accept_length.unwrap() - 2.5).abs() < 1e-12);
+        assert!((spec.accept_rate.unwrap() - 0.5).abs() < 1e-12);
+        // Without counts the same events give the labelled proxy, 10 tokens / 4 events.
+        c.spec = None;
+        let spec = stream_sample(&c, &expect(1000, 10)).spec.unwrap();
+        assert_eq!(spec.source, SpecSource::EventsProxy);
+        assert!((spec.accept_length.unwrap() - 2.5).abs() < 1e-12);
+        // One token per event says nothing: no figure.
+        let c = completion(&[(100, 1), (130, 1), (160, 1)], 1000, 0);
+        assert_eq!(stream_sample(&c, &expect(1000, 3)).spec, None);
     }
 
     #[test]

@@ -169,6 +169,8 @@ async fn run_connected(
     url: &str,
     conn: backend::Connected,
 ) -> anyhow::Result<SweepResult> {
+    // Requests run one at a time: /metrics counter deltas around each are its own.
+    let conn = backend::spec::with_metrics_deltas(conn).await;
     let target::Prepared {
         run,
         mut session,

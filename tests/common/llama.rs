@@ -145,6 +145,12 @@ impl LlamaServer {
     /// Start llama-server with `slots` parallel slots (`-np`, continuous batching), which
     /// share the 32k context: 32k / `slots` tokens each.
     pub fn start_with_slots(slots: u32) -> LlamaServer {
+        Self::start_with_args(slots, &[])
+    }
+
+    /// Start llama-server with more arguments; the argument `draft` stands for the tiny
+    /// model's own file, for `-md` (it drafts for itself: same vocabulary).
+    pub fn start_with_args(slots: u32, extra: &[&str]) -> LlamaServer {
         let bin = from_env_or_script("CTXBENCH_LLAMA_SERVER", "llama-server.sh");
         let model = from_env_or_script("CTXBENCH_TINY_MODEL", "tiny-model.sh");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -178,6 +184,13 @@ impl LlamaServer {
                 "--cache-ram",
                 "0",
             ])
+            .args(extra.iter().map(|a| {
+                if *a == "draft" {
+                    model.as_os_str()
+                } else {
+                    std::ffi::OsStr::new(a)
+                }
+            }))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

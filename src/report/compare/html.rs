@@ -53,6 +53,12 @@ pub fn render(c: &Comparison) -> String {
         "<section id=\"changes\">\n<h2>Changes per length</h2>\n<p class=\"sub\">B/A is the ratio of medians; the interval is a 95 % bootstrap over the repetitions of both runs; ~ marks a change inside the noise.</p>\n{}</section>\n",
         table("compare", &HEADER, &rows, 2)
     ));
+    if !c.spec.is_empty() {
+        body.push_str(&format!(
+            "<section id=\"spec\">\n<h2>Acceptance (speculative decoding)</h2>\n<pre>{}</pre>\n</section>\n",
+            escape(super::spec::text(&c.spec, "").trim())
+        ));
+    }
     document(
         &format!("ctxbench compare: {} vs {}", c.a.label, c.b.label),
         &body,

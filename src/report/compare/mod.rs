@@ -5,6 +5,7 @@ pub mod bootstrap;
 pub mod depth;
 pub mod html;
 pub mod render;
+pub mod spec;
 
 use crate::choices::Method;
 use crate::lengths::format_count;
@@ -123,6 +124,9 @@ pub struct Comparison {
     pub depth: Vec<PointChange>,
     /// Differences a reader must know (other output length, method, model, …).
     pub notes: Vec<String>,
+    /// Speculative decoding: acceptance per common length where both runs have it, and
+    /// whether a decode change follows it.
+    pub spec: Vec<spec::SpecChange>,
 }
 
 /// Whether a larger value of `metric` is an improvement.
@@ -308,7 +312,7 @@ pub fn compare(
             .find(|p| p.context_tokens == n)
             .and_then(|p| m.stat(p))
     };
-    let points = common
+    let points: Vec<PointChange> = common
         .iter()
         .map(|&n| PointChange {
             context_tokens: n,
@@ -328,6 +332,19 @@ pub fn compare(
                 .collect(),
         })
         .collect();
+    let spec: Vec<spec::SpecChange> = points
+        .iter()
+        .filter_map(|p: &PointChange| {
+            let decode = p.changes.iter().find(|c| c.metric == Metric::DecodeTps);
+            spec::change(
+                p.context_tokens,
+                (&sa.summary, &a.samples),
+                (&sb.summary, &b.samples),
+                decode,
+                seed(p.context_tokens, METRICS.len()),
+            )
+        })
+        .collect();
     let only_in_a: Vec<u64> = la.iter().copied().filter(|n| !lb.contains(n)).collect();
     let only_in_b: Vec<u64> = lb.iter().copied().filter(|n| !la.contains(n)).collect();
     let mut notes = config_notes(&sa, &sb);
@@ -345,5 +362,6 @@ pub fn compare(
         only_in_b,
         depth: depth::changes(a, b),
         notes,
+        spec,
     })
 }

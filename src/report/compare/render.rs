@@ -19,8 +19,8 @@ pub const HEADER: [&str; 7] = [
 pub fn render(c: &Comparison, format: Format) -> String {
     let depth = super::depth::text(&c.depth, format);
     match format {
-        Format::Table => table(c) + &depth,
-        Format::Markdown => markdown(c) + &depth,
+        Format::Table => table(c) + &super::spec::text(&c.spec, "  ") + &depth,
+        Format::Markdown => markdown(c) + &super::spec::text(&c.spec, "- ") + &depth,
         Format::Csv => csv(c) + &depth,
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&to_json(c)).unwrap_or_default();
@@ -227,5 +227,6 @@ pub fn to_json(c: &Comparison) -> Value {
         "only_in_b": c.only_in_b,
         "notes": c.notes,
         "depth": super::depth::json(&c.depth),
+        "spec": super::spec::json(&c.spec),
     })
 }

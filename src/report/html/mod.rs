@@ -31,6 +31,7 @@ pub fn render(
     body.push_str(&notes(&summary.notes));
     body.push_str(&summary_table(summary));
     body.push_str(&charts(summary, &fit));
+    body.push_str(&crate::report::spec::html(summary));
     body.push_str(&crate::report::depth::html(summary));
     body.push_str(&fit::section(summary, &fit));
     body.push_str(&samples::needle_grid(summary));
@@ -70,17 +71,24 @@ fn summary_table(summary: &Summary) -> String {
         .zip(&summary.points)
         .map(|(r, p)| {
             let class = if p.n_valid == 0 { "invalid" } else { "" };
+            let last = r.len() - 1;
             let cells = r
                 .into_iter()
                 .enumerate()
-                .map(|(i, c)| if i == 8 { Cell::text(c) } else { Cell::num(c) })
+                .map(|(i, c)| {
+                    if i == last {
+                        Cell::text(c)
+                    } else {
+                        Cell::num(c)
+                    }
+                })
                 .collect();
             (class.to_string(), cells)
         })
         .collect();
     format!(
         "<section id=\"summary\">\n<h2>Summary</h2>\n{}</section>\n",
-        page::table("summary", &table::HEADER, &rows, 1)
+        page::table("summary", &table::header(summary), &rows, 1)
     )
 }
 
@@ -141,5 +149,5 @@ fn run_section(run: &RunRecord) -> String {
 }
 
 fn definitions() -> String {
-    "<footer id=\"definitions\">\n<h2>Definitions</h2>\n<ul>\n<li>TTFT: request sent → first stream event with content (a role-only chunk is not a token).</li>\n<li>prefill tok/s: uncached prompt tokens / TTFT.</li>\n<li>decode tok/s: (output tokens − tokens in the first event) / (t<sub>last</sub> − t<sub>first</sub>); tokens from the server's counts, not events.</li>\n<li>ITL: gap between events divided over the tokens they carry; p50 and p99 per request, then median and p10–p90 over repetitions.</li>\n<li>Samples with a flag that corrupts a metric are invalid and never enter the medians.</li>\n</ul>\n</footer>\n".into()
+    "<footer id=\"definitions\">\n<h2>Definitions</h2>\n<ul>\n<li>TTFT: request sent → first stream event with content (a role-only chunk is not a token).</li>\n<li>prefill tok/s: uncached prompt tokens / TTFT.</li>\n<li>decode tok/s: (output tokens − tokens in the first event) / (t<sub>last</sub> − t<sub>first</sub>); tokens from the server's counts, not events.</li>\n<li>ITL: gap between events divided over the tokens they carry; p50 and p99 per request, then median and p10–p90 over repetitions.</li>\n<li>accept (speculative decoding): output tokens per verification step, per request, from the server's counts or its <code>/metrics</code> counters around a request that ran alone; ~ marks a proxy (tokens per stream event). Verify steps/s = decode tok/s / accept length.</li>\n<li>Samples with a flag that corrupts a metric are invalid and never enter the medians.</li>\n</ul>\n</footer>\n".into()
 }

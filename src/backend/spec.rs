@@ -1,0 +1,557 @@
+//! Speculative decoding: under EAGLE, MTP, n-gram or draft-model decoding the tokens a
+//! verification step yields depend on the text, so a decode rate means little without the
+//! acceptance that produced it. This module reads that acceptance per request — from the
+//! server's own per-request counts, or from its `/metrics` counters around a request that
+//! ran alone — and turns counts into the figures samples record.
+//!
+//! `verify_steps` is the number of target-model steps that produced the output, as each
+//! source counts them: SGLang's `spec_verify_ct` and vLLM's `num_spec_steps` as sent;
+//! llama.cpp's `predicted_n − draft_n_accepted` (its first token, from the prompt batch,
+//! counts as a step); the metrics delta uses that same `output − accepted`, so on a
+//! llama.cpp server both sources agree. `accept_length` is output tokens / verify steps.
+
+use super::{Backend, Completion, Connected, Flush, GenRequest, RequestError};
+pub use crate::record::SpecSource;
+use crate::record::SpecStats;
+use async_trait::async_trait;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Speculative-decoding counts of one request, as a source reported them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpecCounts {
+    pub verify_steps: Option<u64>,
+    pub draft_tokens: Option<u64>,
+    pub accepted_tokens: Option<u64>,
+    pub source: SpecSource,
+}
+
+/// Tokens per event above which a server's own per-event counts say something about
+/// acceptance: a server without speculative decoding sends one token per event, and an
+/// occasional merged event (2 tokens in a 32-token answer: mean 1.03) stays below it.
+pub const PROXY_MIN_TOKENS_PER_EVENT: f64 = 1.05;
+
+/// A count that may arrive as a number or a string (SGLang sends either).
+pub fn count(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .map(|x| x.round() as u64)
+        }),
+        Value::String(s) => {
+            let s = s.trim();
+            s.parse::<u64>().ok().or_else(|| {
+                s.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .map(|x| x.round() as u64)
+            })
+        }
+        _ => None,
+    }
+}
+
+/// A real number that may arrive as a number or a string.
+pub fn real(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+    .filter(|x| x.is_finite())
+}
+
+/// Verification steps from an accept length (output / steps), when only that was sent.
+fn steps_from_length(output: Option<u64>, accept_length: Option<f64>) -> Option<u64> {
+    let (n, a) = (output?, accept_length.filter(|a| *a > 0.0)?);
+    Some((n as f64 / a).round() as u64)
+}
+
+/// SGLang's final `meta_info`: `spec_verify_ct` (older and newer releases), else steps
+/// from `spec_accept_length` (= completion tokens / verify steps). SGLang sends no total
+/// of drafted or accepted tokens, so those stay unknown.
+pub fn from_sglang_meta(meta: &Value, completion_tokens: Option<u64>) -> Option<SpecCounts> {
+    let verify = meta.get("spec_verify_ct").and_then(count).or_else(|| {
+        let a = meta.get("spec_accept_length").and_then(real);
+        steps_from_length(completion_tokens, a)
+    })?;
+    Some(SpecCounts {
+        verify_steps: Some(verify),
+        draft_tokens: None,
+        accepted_tokens: None,
+        source: SpecSource::Server,
+    })
+}
+
+/// llama.cpp's `timings` (native `/completion` final event, or the OpenAI final chunk):
+/// `draft_n` drafted, `draft_n_accepted` kept; steps = `predicted_n − draft_n_accepted`.
+/// Absent `draft_n` means no draft ran (the server sends it only with speculation on).
+pub fn from_llamacpp_timings(t: &Value) -> Option<SpecCounts> {
+    let drafted = t.get("draft_n").and_then(count)?;
+    let accepted = t.get("draft_n_accepted").and_then(count);
+    let predicted = t.get("predicted_n").and_then(count);
+    let verify = match (predicted, accepted) {
+        (Some(p), Some(a)) if p >= a => Some(p - a),
+        _ => None,
+    };
+    Some(SpecCounts {
+        verify_steps: verify,
+        draft_tokens: Some(drafted),
+        accepted_tokens: accepted,
+        source: SpecSource::Server,
+    })
+}
+
+/// vLLM's per-request `metrics.speculative_decoding` (with
+/// `--per-request-spec-decode-metrics`), given the response object that holds `metrics`.
+pub fn from_vllm_metrics(v: &Value) -> Option<SpecCounts> {
+    let m = v
+        .pointer("/metrics/speculative_decoding")
+        .filter(|m| m.is_object())?;
+    let get = |k: &str| m.get(k).and_then(count);
+    let accepted = get("num_accepted_draft_tokens");
+    let drafted = get("num_draft_tokens");
+    let verify = get("num_spec_steps").or_else(|| {
+        // Peers report the mean acceptance length as 1 + accepted / drafts per step.
+        let mean = m.get("mean_acceptance_length").and_then(real)?;
+        let a = accepted? as f64;
+        (mean > 1.0).then(|| (a / (mean - 1.0)).round() as u64)
+    });
+    if verify.is_none() && accepted.is_none() && drafted.is_none() {
+        return None;
+    }
+    Some(SpecCounts {
+        verify_steps: verify,
+        draft_tokens: drafted,
+        accepted_tokens: accepted,
+        source: SpecSource::Server,
+    })
+}
+
+/// The figures a record keeps: the server's or the metrics' counts where there are some,
+/// else the events proxy where the server's own per-event counts exceed one token.
+pub fn stats(c: &Completion) -> Option<SpecStats> {
+    if let Some(k) = &c.spec {
+        return Some(stats_of(k, c.completion_tokens));
+    }
+    if !c.counts_from_server || c.events.is_empty() {
+        return None;
+    }
+    let tokens: u64 = c.events.iter().map(|e| e.tokens).sum();
+    let mean = tokens as f64 / c.events.len() as f64;
+    (mean > PROXY_MIN_TOKENS_PER_EVENT).then_some(SpecStats {
+        accept_length: Some(mean),
+        accept_rate: None,
+        verify_steps: None,
+        draft_tokens: None,
+        accepted_tokens: None,
+        source: SpecSource::EventsProxy,
+    })
+}
+
+/// Counts to figures: accept length = output / verify steps, rate = accepted / drafted.
+pub fn stats_of(k: &SpecCounts, output_tokens: Option<u64>) -> SpecStats {
+    let accept_length = match (output_tokens, k.verify_steps) {
+        (Some(n), Some(v)) if v > 0 && n > 0 => Some(n as f64 / v as f64),
+        _ => None,
+    };
+    let accept_rate = match (k.accepted_tokens, k.draft_tokens) {
+        (Some(a), Some(d)) if d > 0 => Some(a as f64 / d as f64),
+        _ => None,
+    };
+    SpecStats {
+        accept_length,
+        accept_rate,
+        verify_steps: k.verify_steps,
+        draft_tokens: k.draft_tokens,
+        accepted_tokens: k.accepted_tokens,
+        source: k.source,
+    }
+}
+
+/// The speculative-decoding counters of one `/metrics` scrape (summed over engines).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SpecCounters {
+    /// Drafting steps (`*:spec_decode_num_drafts_total`).
+    pub drafts: f64,
+    pub draft_tokens: f64,
+    pub accepted_tokens: f64,
+}
+
+/// Prefixes of servers exporting vLLM-style `spec_decode` counters.
+const COUNTER_PREFIXES: [&str; 2] = ["vllm:", "llamacpp:"];
+
+/// The counters in Prometheus text, or `None` when the server exports none of them.
+pub fn read_counters(text: &str) -> Option<SpecCounters> {
+    let e = super::prometheus::read(text);
+    COUNTER_PREFIXES.iter().find_map(|p| {
+        let sum = |name: &str| -> Option<f64> {
+            let v: Vec<f64> = e
+                .scalars(&format!("{p}spec_decode_{name}"))
+                .filter(|x| x.is_finite())
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum())
+        };
+        let accepted = sum("num_accepted_tokens_total")?;
+        Some(SpecCounters {
+            drafts: sum("num_drafts_total").unwrap_or(0.0),
+            draft_tokens: sum("num_draft_tokens_total").unwrap_or(0.0),
+            accepted_tokens: accepted,
+        })
+    })
+}
+
+/// One request's counts from the counters read before and after it (it ran alone);
+/// `None` when a counter fell (the server restarted in between).
+pub fn delta(
+    before: &SpecCounters,
+    after: &SpecCounters,
+    output: Option<u64>,
+) -> Option<SpecCounts> {
+    let d = |a: f64, b: f64| (b >= a).then(|| (b - a).round() as u64);
+    let accepted = d(before.accepted_tokens, after.accepted_tokens)?;
+    let drafted = d(before.draft_tokens, after.draft_tokens)?;
+    d(before.drafts, after.drafts)?;
+    Some(SpecCounts {
+        verify_steps: output.and_then(|n| n.checked_sub(accepted)),
+        draft_tokens: Some(drafted),
+        accepted_tokens: Some(accepted),
+        source: SpecSource::MetricsDelta,
+    })
+}
+
+/// A `/metrics` read slower than this is given up (the request goes without a delta).
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Re-reads after a request whose counters have not moved yet (a server may record the
+/// last step's counts just after sending the final event), and the pause between them.
+const SETTLE_READS: u32 = 3;
+const SETTLE_PAUSE: Duration = Duration::from_millis(20);
+
+async fn scrape(http: &super::http::Http) -> Option<SpecCounters> {
+    let (status, text) = http
+        .call(reqwest::Method::GET, "/metrics", None, SCRAPE_TIMEOUT)
+        .await
+        .ok()?;
+    (status == 200).then(|| read_counters(&text)).flatten()
+}
+
+/// A backend that reads the server's speculative-decoding counters around each request
+/// and records the deltas on completions that carry no counts of their own. Only correct
+/// where requests run one at a time (the sweep).
+pub struct MetricsDelta {
+    pub inner: Box<dyn Backend>,
+    pub http: super::http::Http,
+}
+
+#[async_trait]
+impl Backend for MetricsDelta {
+    fn api(&self) -> &'static str {
+        self.inner.api()
+    }
+
+    fn takes_token_ids(&self) -> bool {
+        self.inner.takes_token_ids()
+    }
+
+    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
+        let before = scrape(&self.http).await;
+        let mut c = self.inner.generate(req).await?;
+        if c.spec.is_some() {
+            return Ok(c);
+        }
+        let Some(before) = before else {
+            return Ok(c);
+        };
+        let mut after = scrape(&self.http).await;
+        for _ in 0..SETTLE_READS {
+            let moved = after.is_some_and(|a| a.drafts > before.drafts);
+            if moved || c.completion_tokens.unwrap_or(0) <= 1 {
+                break;
+            }
+            tokio::time::sleep(SETTLE_PAUSE).await;
+            after = scrape(&self.http).await;
+        }
+        c.spec = after.and_then(|a| delta(&before, &a, c.completion_tokens));
+        Ok(c)
+    }
+
+    async fn flush(&self) -> Result<Flush, RequestError> {
+        self.inner.flush().await
+    }
+
+    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
+        self.inner.tokenize(text).await
+    }
+
+    fn exact_text_lengths(&self) -> bool {
+        self.inner.exact_text_lengths()
+    }
+
+    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
+        self.inner.instance_marker().await
+    }
+}
+
+/// Wrap the connection's backends in [`MetricsDelta`] when the server's `/metrics` shows
+/// speculative-decoding counters; decided once, so servers without them pay nothing more.
+pub async fn with_metrics_deltas(mut conn: Connected) -> Connected {
+    if scrape(&conn.http).await.is_none() {
+        return conn;
+    }
+    let wrap = |inner: Box<dyn Backend>| -> Box<dyn Backend> {
+        Box::new(MetricsDelta {
+            inner,
+            http: conn.http.clone(),
+        })
+    };
+    conn.backend = wrap(conn.backend);
+    conn.fresh = wrap(conn.fresh);
+    conn
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::StreamEvent;
+    use serde_json::json;
+
+    #[test]
+    fn counts_may_be_strings() {
+        assert_eq!(count(&json!(12)), Some(12));
+        assert_eq!(count(&json!("12")), Some(12));
+        assert_eq!(count(&json!(" 12.0 ")), Some(12));
+        assert_eq!(count(&json!(-1)), None);
+        assert_eq!(count(&json!("many")), None);
+        assert_eq!(count(&Value::Null), None);
+        assert_eq!(real(&json!("2.5")), Some(2.5));
+    }
+
+    #[test]
+    fn sglang_meta_info() {
+        let meta =
+            json!({"completion_tokens": 64, "spec_verify_ct": "20", "spec_accept_length": 3.2});
+        let k = from_sglang_meta(&meta, Some(64)).unwrap();
+        assert_eq!(k.verify_steps, Some(20));
+        let s = stats_of(&k, Some(64));
+        assert_eq!(s.accept_length, Some(3.2));
+        assert_eq!(s.accept_rate, None);
+        assert_eq!(s.source, SpecSource::Server);
+        // Only the accept length: steps from it.
+        let meta = json!({"spec_accept_length": "3.2", "spec_draft_token_num": 4});
+        assert_eq!(
+            from_sglang_meta(&meta, Some(64)).unwrap().verify_steps,
+            Some(20)
+        );
+        assert_eq!(
+            from_sglang_meta(&json!({"e2e_latency": 1.0}), Some(64)),
+            None
+        );
+    }
+
+    #[test]
+    fn llamacpp_timings() {
+        // As llama-server sent them with a draft model (`--spec-type draft-simple`).
+        let t = json!({"cache_n":0,"prompt_n":11,"prompt_ms":11.9,"predicted_n":32,"predicted_ms":82.4,"draft_n":24,"draft_n_accepted":18});
+        let k = from_llamacpp_timings(&t).unwrap();
+        assert_eq!(k.verify_steps, Some(14));
+        assert_eq!((k.draft_tokens, k.accepted_tokens), (Some(24), Some(18)));
+        let s = stats_of(&k, Some(32));
+        assert!((s.accept_length.unwrap() - 32.0 / 14.0).abs() < 1e-12);
+        assert!((s.accept_rate.unwrap() - 0.75).abs() < 1e-12);
+        // Without a draft model llama-server sends no draft_n.
+        assert_eq!(
+            from_llamacpp_timings(&json!({"predicted_n": 32, "predicted_ms": 5.0})),
+            None
+        );
+    }
+
+    #[test]
+    fn vllm_per_request_metrics() {
+        let v = json!({"choices": [], "metrics": {"speculative_decoding": {
+            "mean_acceptance_length": 2.5, "draft_acceptance_rate": 0.5,
+            "num_spec_steps": 20, "num_accepted_draft_tokens": 30, "num_draft_tokens": 60}}});
+        let k = from_vllm_metrics(&v).unwrap();
+        assert_eq!(k.verify_steps, Some(20));
+        assert_eq!(stats_of(&k, Some(51)).accept_rate, Some(0.5));
+        // Without num_spec_steps: 30 accepted at 1.5 per step = 20 steps.
+        let v = json!({"metrics": {"speculative_decoding": {
+            "mean_acceptance_length": "2.5", "num_accepted_draft_tokens": 30}}});
+        assert_eq!(from_vllm_metrics(&v).unwrap().verify_steps, Some(20));
+        assert_eq!(from_vllm_metrics(&json!({"metrics": {}})), None);
+    }
+
+    #[test]
+    fn metrics_counters_and_their_delta() {
+        let before = "# TYPE vllm:spec_decode_num_drafts_total counter\n\
+             vllm:spec_decode_num_drafts_total{engine=\"0\"} 10\n\
+             vllm:spec_decode_num_drafts_total{engine=\"1\"} 5\n\
+             vllm:spec_decode_num_draft_tokens_total{engine=\"0\"} 60\n\
+             vllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} 30\n\
+             vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 12\n";
+        let b = read_counters(before).unwrap();
+        assert_eq!(
+            (b.drafts, b.draft_tokens, b.accepted_tokens),
+            (15.0, 60.0, 30.0)
+        );
+        let after = read_counters(
+            "llamacpp:spec_decode_num_drafts_total 18\n\
+             llamacpp:spec_decode_num_draft_tokens_total 72\n\
+             llamacpp:spec_decode_num_accepted_tokens_total 39\n",
+        )
+        .unwrap();
+        // 3 drafts of 4: 12 drafted, 9 accepted; 13 output tokens took 13 − 9 = 4 steps.
+        let k = delta(&b, &after, Some(13)).unwrap();
+        assert_eq!(k.source, SpecSource::MetricsDelta);
+        assert_eq!(
+            (k.draft_tokens, k.accepted_tokens, k.verify_steps),
+            (Some(12), Some(9), Some(4))
+        );
+        // A counter that fell: the server restarted, no delta.
+        assert_eq!(delta(&after, &b, Some(13)), None);
+        assert_eq!(read_counters("vllm:num_requests_running 1\n"), None);
+    }
+
+    fn completion(tokens: &[u64], from_server: bool) -> Completion {
+        Completion {
+            events: tokens
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| StreamEvent {
+                    at: Duration::from_millis(i as u64),
+                    tokens: t,
+                })
+                .collect(),
+            completion_tokens: Some(tokens.iter().sum()),
+            counts_from_server: from_server,
+            ..Completion::default()
+        }
+    }
+
+    #[test]
+    fn events_proxy_only_from_the_servers_counts_and_only_when_it_says_something() {
+        let s = stats(&completion(&[1, 3, 2, 2], true)).unwrap();
+        assert_eq!(s.source, SpecSource::EventsProxy);
+        assert_eq!(s.accept_length, Some(2.0));
+        assert_eq!(stats(&completion(&[1, 3, 2, 2], false)), None);
+        assert_eq!(stats(&completion(&[1; 32], true)), None);
+        // Counts from the server win over the proxy.
+        let mut c = completion(&[1, 3, 2, 2], true);
+        c.spec = Some(SpecCounts {
+            verify_steps: Some(4),
+            draft_tokens: None,
+            accepted_tokens: None,
+            source: SpecSource::Server,
+        });
+        assert_eq!(stats(&c).unwrap().source, SpecSource::Server);
+    }
+
+    /// A `/metrics` server on loopback whose spec counters a request bumps: 3 drafts of 4
+    /// tokens, 9 accepted, for a 13-token answer (1 + 3 × (1 + 3)).
+    mod around_a_request {
+        use super::*;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        async fn metrics_server(requests: Arc<AtomicU64>, with_counters: bool) -> String {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", l.local_addr().unwrap());
+            tokio::spawn(async move {
+                while let Ok((mut tcp, _)) = l.accept().await {
+                    let _ = tcp.set_nodelay(true);
+                    let n = requests.load(Ordering::SeqCst) as f64;
+                    let body = if with_counters {
+                        format!(
+                            "# TYPE vllm:spec_decode_num_drafts_total counter\n\
+                             vllm:spec_decode_num_drafts_total {}\n\
+                             vllm:spec_decode_num_draft_tokens_total {}\n\
+                             vllm:spec_decode_num_accepted_tokens_total {}\n",
+                            100.0 + 3.0 * n,
+                            400.0 + 12.0 * n,
+                            250.0 + 9.0 * n
+                        )
+                    } else {
+                        "vllm:num_requests_running 0\n".to_string()
+                    };
+                    let mut buf = vec![0u8; 4096];
+                    let mut got = Vec::new();
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tcp.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(k) => got.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tcp.write_all(reply.as_bytes()).await;
+                }
+            });
+            url
+        }
+
+        struct Counting(Arc<AtomicU64>);
+
+        #[async_trait]
+        impl Backend for Counting {
+            fn api(&self) -> &'static str {
+                "vllm"
+            }
+            fn takes_token_ids(&self) -> bool {
+                true
+            }
+            async fn generate(&self, _: &GenRequest) -> Result<Completion, RequestError> {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                Ok(Completion {
+                    completion_tokens: Some(13),
+                    ..Completion::default()
+                })
+            }
+            async fn flush(&self) -> Result<Flush, RequestError> {
+                Ok(Flush::NotOffered)
+            }
+            async fn tokenize(&self, _: &str) -> Result<Option<Vec<u32>>, RequestError> {
+                Ok(None)
+            }
+        }
+
+        fn request() -> GenRequest {
+            GenRequest {
+                prompt: super::super::super::Prompt::Ids(vec![1, 2, 3]),
+                max_tokens: 13,
+                ignore_eos: true,
+                cache_prompt: false,
+                deadline: Duration::from_secs(5),
+            }
+        }
+
+        #[tokio::test]
+        async fn each_request_gets_the_counters_it_moved() {
+            let n = Arc::new(AtomicU64::new(0));
+            let url = metrics_server(n.clone(), true).await;
+            let http = super::super::super::http::Http::new(&url, None).unwrap();
+            assert!(scrape(&http).await.is_some());
+            let b = MetricsDelta {
+                inner: Box::new(Counting(n)),
+                http,
+            };
+            for _ in 0..2 {
+                let k = b.generate(&request()).await.unwrap().spec.unwrap();
+                assert_eq!(k.source, SpecSource::MetricsDelta);
+                assert_eq!(
+                    (k.draft_tokens, k.accepted_tokens, k.verify_steps),
+                    (Some(12), Some(9), Some(4))
+                );
+            }
+        }
+
+        #[tokio::test]
+        async fn a_server_without_counters_is_not_read() {
+            let url = metrics_server(Arc::new(AtomicU64::new(0)), false).await;
+            let http = super::super::super::http::Http::new(&url, None).unwrap();
+            assert_eq!(scrape(&http).await, None);
+        }
+    }
+}
