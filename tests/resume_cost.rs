@@ -367,3 +367,38 @@ async fn without_an_instance_marker_the_checks_are_kept_and_the_warm_up_sent() {
     assert_eq!((calls[0].prompt_tokens, calls[0].max_tokens), (256, 8));
     assert_complete(&crashed, &header);
 }
+
+/// A text-prompt server without an instance marker (the simulator's OpenAI persona: no
+/// tokenizer, no `/server_info`): the two calibration requests that size text prompts are
+/// sent again (the calibration is not in the file), and they run the model on whatever
+/// process serves now, so no warm-up follows: missing + 2, the bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_prompt_server_pays_its_calibration_and_no_warm_up() {
+    let server = sim(&["--persona", "openai"]).await;
+    let proxy = CountingProxy::start(&server.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.jsonl");
+    let r = run_sweep(&proxy.url, sweep_flags(&full, false))
+        .await
+        .unwrap();
+    assert_eq!(r.run.config.prompt_mode, "calibrated_text");
+    let fresh = proxy.counts.take();
+    eprintln!("new sweep, text prompts, {PAIRS} samples: {fresh:?}");
+    // Calibration (2), probes, warm-up, samples.
+    assert_eq!(
+        fresh["generate"],
+        2 + CHECK_PROBES + 1 + PAIRS as u64,
+        "{fresh:?}"
+    );
+
+    let crashed = dir.path().join("crashed.jsonl");
+    crash_after_kept(&full, &crashed);
+    let header = lines(&crashed)[0].clone();
+    run_sweep(&proxy.url, sweep_flags(&crashed, true))
+        .await
+        .unwrap();
+    let resumed = proxy.counts.take();
+    eprintln!("resume, text prompts, {MISSING} of {PAIRS} missing, no marker: {resumed:?}");
+    assert_eq!(resumed["generate"], MISSING + 2, "{resumed:?}");
+    assert_complete(&crashed, &header);
+}

@@ -154,12 +154,14 @@ impl Prepared {
         kept: Option<&TargetChecks>,
     ) -> bool {
         let p = &self.probes;
+        let from = if kept.is_some() {
+            "kept from the file: "
+        } else {
+            ""
+        };
         let checks = match kept {
             Some(k) => {
-                eprintln!(
-                    "kept from the file: {}",
-                    allowance_line(k.api_prefix_tokens, p.page)
-                );
+                eprintln!("{from}{}", allowance_line(k.api_prefix_tokens, p.page));
                 k.clone()
             }
             None => {
@@ -192,7 +194,7 @@ impl Prepared {
         };
         self.session.cache_allowance_tokens = p.page + checks.api_prefix_tokens.unwrap_or(0);
         let transport = checks.transport.clone().unwrap_or_default();
-        eprintln!("{}", transport::describe(&transport));
+        eprintln!("{from}{}", transport::describe(&transport));
         if transport.delayed && args.fresh_connection {
             eprintln!(
                 "  (this sweep opens a fresh connection per request: its samples are not delayed)"
