@@ -65,6 +65,23 @@ pub struct TargetChecks {
     /// Whether the connection adds delay of its own (Nagle on the server), and the figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportCheck>,
+    /// What told this run of the server from the next as the checks were made, where it
+    /// exposes something: `--resume` keeps the checks only for the same target, and skips
+    /// its warm-up only for the same instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<Instance>,
+}
+
+/// A server's instance marker as recorded (the file's copy of `backend::instance`'s).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Instance {
+    /// An id that differs on every start.
+    Id(String),
+    /// The process start time, Unix seconds.
+    StartTime(f64),
+    /// A counter that only grows while the process lives.
+    Counter(u64),
 }
 
 /// Transport check: tiny requests over fresh and reused connections, HTTP vs TCP round trip.

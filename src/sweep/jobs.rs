@@ -68,8 +68,8 @@ pub struct Sender {
 }
 
 impl Sender {
-    pub async fn new(session: Session, bar: ProgressBar) -> Self {
-        let marker = session.backend.instance_marker().await;
+    /// `marker`: the server's instance marker read before the first sample.
+    pub fn new(session: Session, marker: Option<InstanceMarker>, bar: ProgressBar) -> Self {
         Sender {
             session,
             marker,

@@ -7,6 +7,7 @@ pub mod jobs;
 pub mod measure;
 pub mod output;
 pub mod post;
+pub mod resume;
 pub mod session;
 pub mod target;
 pub mod timeout;
@@ -19,6 +20,7 @@ use crate::lengths::parse_lengths;
 use crate::record::{ErrorRecord, RunRecord, Sample};
 use crate::run::runner::InFlight;
 use crate::run::{Collector, Released, Slot, run_jobs};
+use crate::workload::PromptMode;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -171,21 +173,40 @@ async fn run_connected(
 ) -> anyhow::Result<SweepResult> {
     // Requests run one at a time: /metrics counter deltas around each are its own.
     let conn = backend::spec::with_metrics_deltas(conn).await;
+    let mut prepared = target::prepare(&args, &plan, url, conn).await?;
+    // A resumed file is opened (and refused if another target or configuration wrote it)
+    // before any check is sent; a new file only once the checks can head it.
+    let old_run = resume::earlier_run(&args)?;
+    let early = match &old_run {
+        Some(_) => Some(output::open(&args, &prepared.run)?),
+        None => None,
+    };
+    let earlier = old_run.map(|old| resume::compare(&old, &prepared.run, prepared.marker.as_ref()));
+    if let Some(resume::Earlier::Changed(why)) = &earlier {
+        eprintln!("resume: measuring the target's checks again: {why}");
+    }
+    let kept = earlier.as_ref().and_then(resume::Earlier::checks);
+    let transport_delayed = prepared.check(&args, &plan, kept).await;
     let target::Prepared {
         run,
         mut session,
-        transport_delayed,
-    } = target::prepare(&args, &plan, url, conn).await?;
+        marker,
+        ..
+    } = prepared;
     let output::Opened {
         mut collector,
         samples,
         errors,
-    } = output::open(&args, &run)?;
+    } = match early {
+        Some(opened) => opened,
+        None => output::open(&args, &run)?,
+    };
     let reps = run.config.reps;
     let jobs = jobs::list(&run.config.lengths, reps, args.method, &samples);
 
     observe_resumed(&mut plan.timeout, &samples);
-    if !args.no_warmup && !jobs.is_empty() {
+    let cold = needs_warm_up(earlier.as_ref(), session.prompts.mode());
+    if !args.no_warmup && !jobs.is_empty() && cold {
         let n = WARMUP_TOKENS.min(run.config.lengths[0]);
         if let Err(e) = session.warm_up(n, plan.timeout.deadline(n, 8)).await {
             eprintln!("warning: the warm-up request failed: {e}");
@@ -193,7 +214,7 @@ async fn run_connected(
     }
 
     let bar = progress_bar(jobs.len() as u64);
-    let sender = jobs::Sender::new(session, bar.clone()).await;
+    let sender = jobs::Sender::new(session, marker, bar.clone());
     let stop = Arc::new(AtomicBool::new(false));
     let listener = spawn_interrupt_listener(stop.clone());
     let ctx = post::Ctx {
@@ -232,6 +253,22 @@ async fn run_connected(
         &mut collector.writer,
         handled,
     )
+}
+
+/// The warm-up spares the first sample what a cold server process pays once (weights
+/// paged in, kernels compiled, graphs captured, memory allocated); caches are no reason for
+/// it, as every sample is nonce-led (and flushed where the server can), and neither is the
+/// connection, as a new one's connect time is kept out of TTFT. So a new sweep, or a resume
+/// against a changed target (prepared like a new sweep), sends it; a resume does not when
+/// the server is the very instance that served the file's samples (its marker unchanged),
+/// nor when this run has already run the model on it (the text calibration's requests). A
+/// resume whose server cannot tell its instance keeps it: it may have restarted cold since.
+fn needs_warm_up(earlier: Option<&resume::Earlier>, mode: PromptMode) -> bool {
+    match earlier {
+        None | Some(resume::Earlier::Changed(_)) => true,
+        Some(resume::Earlier::SameInstance(_)) => false,
+        Some(resume::Earlier::SameTarget(_)) => mode != PromptMode::CalibratedText,
+    }
 }
 
 /// Resumed samples feed the `--timeout auto` policy; depth turns do not: they are warm, and

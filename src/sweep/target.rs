@@ -1,23 +1,37 @@
 //! Preparing the target before the first measured request: its limits and the lengths they
 //! allow, the notes on what it cannot do, the prompt source, the API's own prefix (cache
-//! allowance), the transport check, and the run record that heads the result file.
+//! allowance) and the transport check — or those kept from a resumed file —, and the run
+//! record that heads the result file.
 
 use super::session::Session;
 use super::{Plan, allowance, transport};
 
+use crate::backend::instance::InstanceMarker;
 use crate::backend::{Backend, Connected, detect::ServerInfo, http::strip_credentials};
 use crate::cli::SweepArgs;
 use crate::lengths::format_count;
-use crate::record::{RunConfig, RunRecord, Target};
+use crate::record::{RunConfig, RunRecord, Target, TargetChecks};
 use crate::workload::{NonceSource, PromptSource, points};
 use std::sync::Arc;
 
-/// A target ready to measure.
+/// A target ready to measure once its checks are made (`Prepared::check`).
 pub struct Prepared {
+    /// The run record, its checks still to make (the instance marker aside).
     pub run: RunRecord,
     pub session: Session,
-    /// The transport check found delayed reused connections and samples travel on them.
-    pub transport_delayed: bool,
+    /// The server's instance marker, read before any generate request of this run.
+    pub marker: Option<InstanceMarker>,
+    probes: Probes,
+}
+
+/// What the checks' probes need.
+struct Probes {
+    fresh: Arc<dyn Backend>,
+    keep_alive: Arc<dyn Backend>,
+    url: String,
+    rtt_s: Option<f64>,
+    /// The server's cache page, tokens: the cache allowance beside the API prefix.
+    page: u64,
 }
 
 pub(super) async fn prepare(
@@ -61,6 +75,7 @@ pub(super) async fn prepare(
     } else {
         keep_alive.clone()
     };
+    let marker = backend.instance_marker().await;
     let ceiling = limit
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
@@ -79,7 +94,7 @@ pub(super) async fn prepare(
         prompts.check_room(backend.as_ref(), longest).await?;
     }
     let page = info.page_size.unwrap_or(16).max(1);
-    let mut session = Session {
+    let session = Session {
         backend: backend.clone(),
         prompts,
         nonce,
@@ -88,33 +103,6 @@ pub(super) async fn prepare(
         cache_allowance_tokens: page,
         reports_cached_tokens: info.reports_cached_tokens == Some(true),
     };
-    let probe_deadline = plan.timeout.deadline(allowance::PROBE_TOKENS, 1);
-    let api_prefix = match allowance::measure_api_prefix(&mut session, probe_deadline).await {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("warning: measuring the prefix the API adds failed: {e}");
-            None
-        }
-    };
-    session.cache_allowance_tokens = page + api_prefix.unwrap_or(0);
-    eprintln!("{}", allowance_line(api_prefix, page));
-    let transport = transport::check(
-        &mut session,
-        fresh.as_ref(),
-        keep_alive.as_ref(),
-        url,
-        info.rtt_s,
-        probe_deadline,
-    )
-    .await;
-    eprintln!("{}", transport::describe(&transport));
-    if transport.delayed && args.fresh_connection {
-        eprintln!(
-            "  (this sweep opens a fresh connection per request: its samples are not delayed)"
-        );
-    }
-    // With a fresh connection per request no sample travels on a delayed connection.
-    let transport_delayed = transport.delayed && !args.fresh_connection;
     let run = RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -124,9 +112,10 @@ pub(super) async fn prepare(
             api: backend.api().to_string(),
             model: Some(conn.model.clone()),
             server_info: serde_json::to_value(&info)?,
+            // Made (or kept from a resumed file) by `Prepared::check`.
             checks: crate::record::TargetChecks {
-                api_prefix_tokens: api_prefix,
-                transport: Some(transport),
+                instance: marker.as_ref().map(super::resume::record),
+                ..Default::default()
             },
         },
         config: RunConfig {
@@ -156,8 +145,78 @@ pub(super) async fn prepare(
     Ok(Prepared {
         run,
         session,
-        transport_delayed,
+        marker,
+        probes: Probes {
+            fresh,
+            keep_alive,
+            url: url.to_string(),
+            rtt_s: info.rtt_s,
+            page,
+        },
     })
+}
+
+impl Prepared {
+    /// Measure the API prefix and the transport, or take `kept` (a resumed file's, for
+    /// the same target) and send nothing; either way they head `run` and set the cache
+    /// allowance. Returns whether samples travel on delayed connections.
+    pub(super) async fn check(
+        &mut self,
+        args: &SweepArgs,
+        plan: &Plan,
+        kept: Option<&TargetChecks>,
+    ) -> bool {
+        let p = &self.probes;
+        let from = if kept.is_some() {
+            "kept from the file: "
+        } else {
+            ""
+        };
+        let checks = match kept {
+            Some(k) => {
+                eprintln!("{from}{}", allowance_line(k.api_prefix_tokens, p.page));
+                k.clone()
+            }
+            None => {
+                let session = &mut self.session;
+                let probe_deadline = plan.timeout.deadline(allowance::PROBE_TOKENS, 1);
+                let api_prefix = match allowance::measure_api_prefix(session, probe_deadline).await
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("warning: measuring the prefix the API adds failed: {e}");
+                        None
+                    }
+                };
+                eprintln!("{}", allowance_line(api_prefix, p.page));
+                let transport = transport::check(
+                    session,
+                    p.fresh.as_ref(),
+                    p.keep_alive.as_ref(),
+                    &p.url,
+                    p.rtt_s,
+                    probe_deadline,
+                )
+                .await;
+                TargetChecks {
+                    api_prefix_tokens: api_prefix,
+                    transport: Some(transport),
+                    instance: self.run.target.checks.instance.clone(),
+                }
+            }
+        };
+        self.session.cache_allowance_tokens = p.page + checks.api_prefix_tokens.unwrap_or(0);
+        let transport = checks.transport.clone().unwrap_or_default();
+        eprintln!("{from}{}", transport::describe(&transport));
+        if transport.delayed && args.fresh_connection {
+            eprintln!(
+                "  (this sweep opens a fresh connection per request: its samples are not delayed)"
+            );
+        }
+        self.run.target.checks = checks;
+        // With a fresh connection per request no sample travels on a delayed connection.
+        transport.delayed && !args.fresh_connection
+    }
 }
 
 /// What the server cannot do that the samples will show.
