@@ -73,7 +73,7 @@ fn assert_disjoint(samples: &[&Sample]) {
 #[tokio::test]
 async fn corpus_prompts_are_exact_valid_and_never_share_a_span() {
     let dir = tempfile::tempdir().unwrap();
-    corpus(dir.path(), 4, 6000);
+    corpus(dir.path(), 4, 1500);
     let server = sim(&["--context-length", "16384"]).await;
     let path = dir.path().to_str().unwrap();
     let r = flags("1k,2k,4k", 2, 16)
@@ -156,7 +156,7 @@ async fn dataset_prompts_start_at_an_entry_and_pad_with_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data.jsonl");
     let lines: Vec<String> = (0..40)
-        .map(|i| serde_json::json!({ "prompt": prose(100 + i, 300) }).to_string())
+        .map(|i| serde_json::json!({ "prompt": prose(100 + i, 60) }).to_string())
         .collect();
     std::fs::write(&path, lines.join("\n")).unwrap();
     let server = sim(&["--context-length", "16384"]).await;
@@ -182,10 +182,10 @@ async fn dataset_prompts_start_at_an_entry_and_pad_with_the_next() {
 #[tokio::test]
 async fn a_small_corpus_wraps_once_and_a_too_small_one_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    corpus(dir.path(), 1, 1500);
+    corpus(dir.path(), 1, 500);
     let server = sim(&["--context-length", "16384"]).await;
     let path = dir.path().to_str().unwrap();
-    // ~2k tokens of text, four 1k prompts: the content wraps, samples stay valid.
+    // ~2k tokens of text (the simulator cuts these words into ~3.5 tokens each), four 1k prompts: the content wraps, samples stay valid.
     let r = flags("1k", 4, 16)
         .with(&["--corpus", path])
         .run(&server.url())
