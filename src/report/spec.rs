@@ -12,6 +12,24 @@ pub fn any(summary: &Summary) -> bool {
     summary.points.iter().any(|p| p.accept_length.is_some())
 }
 
+/// The header line naming what the prompts were made of, with a warning where decode was
+/// measured on filler under speculative decoding (acceptance depends on the text).
+pub fn content_line(run: &crate::record::RunRecord, summary: &Summary) -> String {
+    let Some(content) = &run.config.content else {
+        return String::new();
+    };
+    let filler = content.starts_with("filler");
+    let warn = if filler && any(summary) {
+        " — speculative decoding accepts more of a repeated paragraph than of real text: \
+         try --corpus for the decode users get"
+    } else if filler {
+        " (fine for prefill; decode under speculative decoding needs --corpus)"
+    } else {
+        ""
+    };
+    format!("content: {content}{warn}\n")
+}
+
 /// The table cell: median accept length, `~` before a proxy figure.
 pub fn cell(p: &PointSummary) -> String {
     match (p.accept_length, p.spec_source) {

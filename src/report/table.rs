@@ -92,6 +92,7 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
             .map(|r| format!("{:.2} ms", r * 1e3))
             .unwrap_or_else(|| "n/a".into()),
     );
+    out.push_str(&super::spec::content_line(run, summary));
     out.push_str(&line(header));
     for r in &rows {
         out.push_str(&line(r.iter().map(String::as_str).collect()));
