@@ -4,10 +4,10 @@
 
 mod common;
 
+use common::assert_disjoint;
 use common::{flags, sim};
-use ctxbench::record::{DocSpan, Sample};
+use ctxbench::record::Sample;
 use rand::{RngExt, SeedableRng};
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Words drawn at random from a small list: varied text with no repeated paragraph.
@@ -41,33 +41,6 @@ fn corpus(dir: &Path, files: usize, words: usize) {
 
 fn measured(samples: &[Sample]) -> Vec<&Sample> {
     samples.iter().filter(|s| s.method == "stream").collect()
-}
-
-/// No two samples' spans overlap within a document.
-fn assert_disjoint(samples: &[&Sample]) {
-    let mut by_doc: HashMap<&str, Vec<&DocSpan>> = HashMap::new();
-    for s in samples {
-        let src = s
-            .source
-            .as_ref()
-            .expect("a corpus sample records its source");
-        assert!(!src.spans.is_empty());
-        for span in &src.spans {
-            assert!(span.start < span.end, "empty span {span:?}");
-            by_doc.entry(&span.doc).or_default().push(span);
-        }
-    }
-    for (doc, mut spans) in by_doc {
-        spans.sort_by_key(|s| s.start);
-        for w in spans.windows(2) {
-            assert!(
-                w[0].end <= w[1].start,
-                "{doc}: spans {:?} and {:?} overlap",
-                w[0],
-                w[1]
-            );
-        }
-    }
 }
 
 #[tokio::test]

@@ -148,3 +148,30 @@ async fn metrics_deltas_around_a_lone_request_match_its_timings() {
         );
     }
 }
+
+/// A corpus on the real peer: token-exact prompts from its own tokenizer, each a span no
+/// other sample used, and acceptance on that text still equal to the server's timings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_prompts_are_exact_and_disjoint_on_llama_server() {
+    let server = LlamaServer::start_with_args(1, &DRAFT_ARGS);
+    let r = flags("1k,2k", 2, 32)
+        .with(&["--timeout", "600", "--corpus", "builtin:mixed"])
+        .run(&server.url)
+        .await;
+    assert!(
+        r.run
+            .config
+            .content
+            .as_deref()
+            .unwrap()
+            .starts_with("builtin:mixed")
+    );
+    let samples: Vec<&Sample> = r.samples.iter().collect();
+    assert_eq!(samples.len(), 4);
+    for s in &samples {
+        check(s);
+        assert_eq!(s.prompt_tokens, Some(s.context_tokens), "exact: {s:?}");
+        assert_eq!(s.source.as_ref().unwrap().unit, "tokens");
+    }
+    common::assert_disjoint(&samples);
+}

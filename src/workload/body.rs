@@ -178,19 +178,48 @@ fn too_small(label: &str, have: usize, need: usize, unit: &str) -> String {
     )
 }
 
-/// A document's ids, tokenized in chunks cut at whitespace so that no word is split.
+/// A document's ids, tokenized in chunks cut at whitespace so that no word is split. A chunk
+/// the server's tokenizer fails on (llama-server answers `unordered_map::at` for text its
+/// vocabulary cannot encode) is tokenized word by word, leaving out the words it fails on:
+/// the ids are still the server's own for the text it could read, and the note says how
+/// much was left out.
 async fn tokenize_long(backend: &dyn Backend, text: &str) -> anyhow::Result<Vec<u32>> {
     let mut ids = Vec::new();
+    let mut skipped = 0usize;
+    let mut chunks = Vec::new();
     let mut chunk = String::new();
     for p in pieces(text) {
         if chunk.len() + p.len() > TOKENIZE_CHUNK_BYTES && !chunk.is_empty() {
-            ids.extend(tokenize(backend, &chunk).await?);
-            chunk.clear();
+            chunks.push(std::mem::take(&mut chunk));
         }
         chunk.push_str(&p);
     }
     if !chunk.is_empty() {
-        ids.extend(tokenize(backend, &chunk).await?);
+        chunks.push(chunk);
+    }
+    for chunk in chunks {
+        match tokenize(backend, &chunk).await {
+            Ok(got) => ids.extend(got),
+            Err(first) => {
+                let words = pieces(&chunk);
+                let before = skipped;
+                for w in &words {
+                    match tokenize(backend, w).await {
+                        Ok(got) => ids.extend(got),
+                        Err(_) => skipped += 1,
+                    }
+                }
+                if skipped - before == words.len() {
+                    return Err(first);
+                }
+            }
+        }
+    }
+    if skipped > 0 {
+        eprintln!(
+            "note: the server's tokenizer failed on {skipped} word(s) of this document; they \
+             are left out of its ids (the rest are the server's own)"
+        );
     }
     Ok(ids)
 }

@@ -251,3 +251,31 @@ pub async fn connect(url: &str, api: ctxbench::choices::ApiChoice) -> ctxbench::
     .await
     .unwrap()
 }
+
+/// No two samples' content spans overlap within a document (`--corpus`, `--dataset`).
+pub fn assert_disjoint(samples: &[&ctxbench::record::Sample]) {
+    let mut by_doc: std::collections::HashMap<&str, Vec<&ctxbench::record::DocSpan>> =
+        std::collections::HashMap::new();
+    for s in samples {
+        let src = s
+            .source
+            .as_ref()
+            .expect("a corpus sample records its source");
+        assert!(!src.spans.is_empty());
+        for span in &src.spans {
+            assert!(span.start < span.end, "empty span {span:?}");
+            by_doc.entry(&span.doc).or_default().push(span);
+        }
+    }
+    for (doc, mut spans) in by_doc {
+        spans.sort_by_key(|s| s.start);
+        for w in spans.windows(2) {
+            assert!(
+                w[0].end <= w[1].start,
+                "{doc}: spans {:?} and {:?} overlap",
+                w[0],
+                w[1]
+            );
+        }
+    }
+}
