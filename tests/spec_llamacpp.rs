@@ -155,7 +155,15 @@ async fn metrics_deltas_around_a_lone_request_match_its_timings() {
 async fn corpus_prompts_are_exact_and_disjoint_on_llama_server() {
     let server = LlamaServer::start_with_args(1, &DRAFT_ARGS);
     let r = flags("1k,2k", 2, 32)
-        .with(&["--timeout", "600", "--corpus", "builtin:mixed"])
+        // A fresh connection per request: on a loaded machine the transport check can take
+        // a slow reused connection for a delayed one, which is not what this test is about.
+        .with(&[
+            "--timeout",
+            "600",
+            "--corpus",
+            "builtin:mixed",
+            "--fresh-connection",
+        ])
         .run(&server.url)
         .await;
     assert!(

@@ -181,9 +181,14 @@ mod tests {
         assert_eq!((b.spans[1].doc.as_str(), b.spans[1].start), ("d1", 0));
         assert!(!b.wrapped);
         let c = s.take(3).unwrap();
-        assert_eq!(c.units, vec![6, 7, 0]);
+        assert_eq!(
+            c.units,
+            vec![6, 7, 0],
+            "the last document, then the wrap's separator"
+        );
+        assert!(c.wrapped);
         let d = s.take(2).unwrap();
-        assert!(d.wrapped);
+        assert!(!d.wrapped, "the cursor already stands at the start");
         assert_eq!(d.units, vec![1, 2]);
     }
 
