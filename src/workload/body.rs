@@ -61,24 +61,6 @@ impl Body {
         })
     }
 
-    /// The content's first pieces, to calibrate text lengths with (not a sample's body).
-    pub fn calibration_pieces(&self) -> anyhow::Result<Vec<String>> {
-        let Units::Pieces(spans) = &self.units else {
-            anyhow::bail!("text calibration asked of a token-id body");
-        };
-        let got = spans
-            .peek(CALIBRATION_PIECES)
-            .map_err(|_| anyhow::anyhow!("the content's pieces were not loaded"))?;
-        if got.len() < CALIBRATION_PIECES {
-            anyhow::bail!(
-                "{}: only {} words of text, too few to size prompts by (at least {CALIBRATION_PIECES})",
-                self.label,
-                got.len()
-            );
-        }
-        Ok(got)
-    }
-
     /// Refuse up front a content with fewer units than one prompt needs (`tokens` ids; or
     /// `pieces` text pieces), tokenizing only as far as that takes.
     pub async fn check_room(
@@ -169,6 +151,26 @@ impl Body {
         };
         (t.units, source)
     }
+}
+
+/// The content's first pieces, to calibrate text lengths with (not a sample's body).
+pub fn calibration_pieces(content: &Content) -> anyhow::Result<Vec<String>> {
+    let mut got = Vec::with_capacity(CALIBRATION_PIECES);
+    for d in &content.docs {
+        got.extend(
+            pieces(&d.text)
+                .into_iter()
+                .take(CALIBRATION_PIECES - got.len()),
+        );
+        if got.len() == CALIBRATION_PIECES {
+            return Ok(got);
+        }
+    }
+    anyhow::bail!(
+        "{}: only {} words of text, too few to size prompts by (at least {CALIBRATION_PIECES})",
+        content.label,
+        got.len()
+    )
 }
 
 fn too_small(label: &str, have: usize, need: usize, unit: &str) -> String {

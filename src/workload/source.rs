@@ -65,23 +65,11 @@ impl PromptSource {
         content: Option<&Content>,
     ) -> anyhow::Result<Self> {
         let content = content.filter(|c| c.kind != ContentKind::Filler);
-        let mut mode = Mode::prepare(backend, with_needle, ceiling, nonce).await?;
+        let mode = Mode::prepare(backend, with_needle, ceiling, nonce, content).await?;
         let body = match content {
             None => None,
             Some(c) => Some(Body::prepare(backend, c, matches!(mode, Mode::Ids { .. })).await?),
         };
-        if let (Some(body), Mode::Text { cal, .. }) = (&body, &mut mode) {
-            // Text sized by the content's own pieces, not the filler's words.
-            let sample = body.calibration_pieces()?;
-            *cal = calibrate(backend, with_needle, nonce, &|w, n, needle| {
-                Prompt::Text(prompt::text_from_pieces(
-                    &prompt::text_head(Some(n)),
-                    &sample[..w],
-                    needle,
-                ))
-            })
-            .await?;
-        }
         Ok(PromptSource { mode, body })
     }
 
@@ -129,6 +117,7 @@ impl Mode {
         with_needle: bool,
         ceiling: Option<u64>,
         nonce: &mut NonceSource,
+        content: Option<&Content>,
     ) -> anyhow::Result<Self> {
         if backend.takes_token_ids() {
             let (filler, by_word) = match backend.tokenize(FILLER).await {
@@ -183,13 +172,27 @@ impl Mode {
         {
             return Ok(Mode::Exact(exact));
         }
-        Ok(Mode::Text {
-            cal: calibrate(backend, with_needle, nonce, &|w, n, needle| {
-                prompt::build_text(w, Some(n), needle)
-            })
-            .await?,
-            ceiling,
-        })
+        let cal = match content {
+            None => {
+                calibrate(backend, with_needle, nonce, &|w, n, needle| {
+                    prompt::build_text(w, Some(n), needle)
+                })
+                .await?
+            }
+            // Text sized by the content's own pieces, not the filler's words.
+            Some(c) => {
+                let sample = super::body::calibration_pieces(c)?;
+                calibrate(backend, with_needle, nonce, &|w, n, needle| {
+                    Prompt::Text(prompt::text_from_pieces(
+                        &prompt::text_head(Some(n)),
+                        &sample[..w],
+                        needle,
+                    ))
+                })
+                .await?
+            }
+        };
+        Ok(Mode::Text { cal, ceiling })
     }
 }
 

@@ -63,19 +63,6 @@ impl<T: Clone> Spans<T> {
             .sum::<Option<usize>>()
     }
 
-    /// The units of document `doc` from `offset`, without moving the cursor.
-    pub fn peek(&self, n: usize) -> Result<Vec<T>, Shortfall> {
-        let mut out = Vec::with_capacity(n);
-        for (i, u) in self.units.iter().enumerate() {
-            let u = u.as_ref().ok_or(Shortfall::Unloaded(i))?;
-            out.extend(u.iter().take(n - out.len()).cloned());
-            if out.len() == n {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
     /// The next `n` units (documents joined by the separator), or what must happen first.
     /// The cursor moves only when the take succeeds.
     pub fn take(&mut self, n: usize) -> Result<Taken<T>, Shortfall> {
