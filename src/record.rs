@@ -82,6 +82,8 @@ pub enum Instance {
     StartTime(f64),
     /// A counter that only grows while the process lives.
     Counter(u64),
+    /// llama-server's largest slot task id (another growing counter, kept apart).
+    TaskId(u64),
 }
 
 /// Transport check: tiny requests over fresh and reused connections, HTTP vs TCP round trip.

@@ -15,9 +15,11 @@ pub enum InstanceMarker {
     /// Prometheus `process_start_time_seconds` in `/metrics` (vLLM, SGLang with metrics, …).
     StartTime(f64),
     /// A counter that only grows while the process lives (llama-server's
-    /// `llamacpp:n_decode_total` in `/metrics`, or the largest `id_task` in `/slots`):
-    /// a fall means a new process.
+    /// `llamacpp:n_decode_total` in `/metrics`): a fall means a new process.
     Counter(u64),
+    /// llama-server's largest `id_task` in `/slots`, read when `/metrics` did not answer: it
+    /// grows too, but slower than the decode count, so the two are never compared.
+    TaskId(u64),
 }
 
 impl InstanceMarker {
@@ -26,7 +28,8 @@ impl InstanceMarker {
         match (before, self) {
             (InstanceMarker::Id(a), InstanceMarker::Id(b)) => a != b,
             (InstanceMarker::StartTime(a), InstanceMarker::StartTime(b)) => a != b,
-            (InstanceMarker::Counter(a), InstanceMarker::Counter(b)) => b < a,
+            (InstanceMarker::Counter(a), InstanceMarker::Counter(b))
+            | (InstanceMarker::TaskId(a), InstanceMarker::TaskId(b)) => b < a,
             // Read from different sources: no comparison to make.
             _ => false,
         }
@@ -61,7 +64,7 @@ pub async fn llamacpp(http: &Http) -> Option<InstanceMarker> {
         .iter()
         .filter_map(|s| s.get("id_task").and_then(Value::as_u64))
         .max()
-        .map(InstanceMarker::Counter)
+        .map(InstanceMarker::TaskId)
 }
 
 /// An OpenAI-compatible server: whichever of the above it answers.
@@ -126,6 +129,10 @@ mod tests {
         assert!(!Id("a".into()).restarted_since(&Id("a".into())));
         assert!(StartTime(2.0).restarted_since(&StartTime(1.0)));
         assert!(!Counter(10).restarted_since(&Counter(3)), "a counter grows");
+        assert!(
+            !TaskId(3).restarted_since(&Counter(500)),
+            "a /slots task id read when /metrics failed is not a fallen decode count"
+        );
         assert!(
             Counter(2).restarted_since(&Counter(30)),
             "a fall is a new process"

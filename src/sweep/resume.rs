@@ -105,6 +105,7 @@ pub fn record(m: &InstanceMarker) -> Instance {
         InstanceMarker::Id(s) => Instance::Id(s.clone()),
         InstanceMarker::StartTime(t) => Instance::StartTime(*t),
         InstanceMarker::Counter(n) => Instance::Counter(*n),
+        InstanceMarker::TaskId(n) => Instance::TaskId(*n),
     }
 }
 
@@ -113,6 +114,7 @@ fn marker(i: &Instance) -> InstanceMarker {
         Instance::Id(s) => InstanceMarker::Id(s.clone()),
         Instance::StartTime(t) => InstanceMarker::StartTime(*t),
         Instance::Counter(n) => InstanceMarker::Counter(*n),
+        Instance::TaskId(n) => InstanceMarker::TaskId(*n),
     }
 }
 
