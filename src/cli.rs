@@ -48,6 +48,21 @@ pub enum Command {
     /// Load cells (length x concurrency or rate): TTFT/TPOT/ITL percentiles, throughput,
     /// goodput under SLOs, server telemetry, the knee.
     Load(Box<LoadArgs>),
+    /// Production traces (Mooncake format): generate one to replay with `load --trace`.
+    Trace(TraceArgs),
+}
+
+/// `ctxbench trace ...`.
+#[derive(Args, Debug)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TraceCommand {
+    /// Generate a synthetic multi-turn long-context trace with shared prefixes.
+    Synth(crate::trace::synth_cmd::SynthArgs),
 }
 
 // The shared choices live in a leaf module; re-exported so `crate::cli::X` still works.

@@ -21,6 +21,7 @@ pub mod sim;
 pub mod stats;
 pub mod summary;
 pub mod sweep;
+pub mod trace;
 pub mod workload;
 
 use cli::{Cli, Command};
@@ -35,5 +36,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
         Command::Load(args) => load::run(*args).await,
+        Command::Trace(args) => match args.command {
+            cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
+        },
     }
 }
