@@ -2,7 +2,7 @@
 //! truncation flagged with its onset named.
 
 mod common;
-use common::proxy::LimitHidingProxy;
+use common::proxy::Proxy;
 use common::{flags, has, probe_url, rel, sim};
 use ctxbench::backend::{GenRequest, Prompt};
 use ctxbench::cli::{ApiChoice, Format};
@@ -136,7 +136,7 @@ async fn over_long_prompt_is_context_exceeded_with_the_servers_message() {
 async fn unpublished_limit_gives_context_exceeded_error_records() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--context-length", "4096"]).await;
-    let proxy = LimitHidingProxy::start(&server.url()).await;
+    let proxy = Proxy::hiding_limits(&server.url()).await;
     assert_eq!(probe_url(&proxy.url).await.context_length, None);
     let r = flags("2k,8k", 2, 16).run(&proxy.url).await;
     assert_eq!(r.samples.len(), 2);
@@ -167,7 +167,7 @@ async fn unpublished_limit_gives_context_exceeded_error_records() {
 async fn silent_truncation_is_flagged_and_its_onset_named() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--truncate", "--context-length", "4096"]).await;
-    let proxy = LimitHidingProxy::start(&server.url()).await;
+    let proxy = Proxy::hiding_limits(&server.url()).await;
     let r = flags("2k,4k,8k", 1, 16).run(&proxy.url).await;
     assert_eq!(r.run.config.prompt_mode, "token_ids");
     assert!(r.errors.is_empty(), "{:?}", r.errors);

@@ -2,7 +2,7 @@
 //! report cached tokens.
 
 mod common;
-use common::proxy::LimitHidingProxy;
+use common::proxy::Proxy;
 use common::{SCHED_WAIT_S, TRANSPORT_S, flags, has, rel, sim, sweep};
 use ctxbench::cli::Format;
 use ctxbench::record::flag;
@@ -83,7 +83,7 @@ async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
 async fn truncation_loses_early_needles() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--truncate", "--context-length", "4096"]).await;
-    let proxy = LimitHidingProxy::start(&server.url()).await;
+    let proxy = Proxy::hiding_limits(&server.url()).await;
     let r = sweep(
         &proxy.url,
         &[

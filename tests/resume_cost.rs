@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::proxy::Proxy;
 use common::{SweepFlags, flags, sim, truth_after};
 use ctxbench::backend::fake::{CallLog, FakeBackend, Reply};
 use ctxbench::sweep::{execute, execute_with};
@@ -49,101 +50,37 @@ fn kind(method: &axum::http::Method, path: &str) -> &'static str {
     }
 }
 
-/// A loopback pass-through that counts every request by kind; its upstream can be switched
-/// (a restarted server behind the same URL).
+/// The common pass-through, counting every request by kind.
 struct CountingProxy {
-    url: String,
+    proxy: Proxy,
     counts: Counts,
-    upstream: Arc<Mutex<String>>,
-    task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for CountingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
+impl std::ops::Deref for CountingProxy {
+    type Target = Proxy;
+    fn deref(&self) -> &Proxy {
+        &self.proxy
     }
-}
-
-#[derive(Clone)]
-struct State {
-    counts: Counts,
-    upstream: Arc<Mutex<String>>,
-    client: reqwest::Client,
 }
 
 impl CountingProxy {
     async fn start(upstream: &str) -> Self {
-        // Installs the TLS crypto provider reqwest needs before building a client.
-        let _ = ctxbench::backend::http::Http::new(upstream, None).unwrap();
-        let state = State {
-            counts: Counts::default(),
-            upstream: Arc::new(Mutex::new(upstream.trim_end_matches('/').to_string())),
-            client: reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .build()
-                .unwrap(),
-        };
-        let app = axum::Router::new()
-            .fallback(forward)
-            .layer(axum::extract::DefaultBodyLimit::max(512 << 20))
-            .with_state(state.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        CountingProxy {
-            url,
-            counts: state.counts,
-            upstream: state.upstream,
-            task,
-        }
-    }
-
-    fn point_at(&self, upstream: &str) {
-        *self.upstream.lock().unwrap() = upstream.trim_end_matches('/').to_string();
-    }
-}
-
-async fn forward(
-    axum::extract::State(st): axum::extract::State<State>,
-    method: axum::http::Method,
-    uri: axum::http::Uri,
-    headers: axum::http::HeaderMap,
-    body: bytes::Bytes,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    *st.counts
-        .0
-        .lock()
-        .unwrap()
-        .entry(kind(&method, uri.path()))
-        .or_default() += 1;
-    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let base = st.upstream.lock().unwrap().clone();
-    let mut rb = st
-        .client
-        .request(
-            reqwest::Method::from_bytes(method.as_str().as_bytes()).unwrap(),
-            format!("{base}{path}"),
+        let counts = Counts::default();
+        let seen = counts.clone();
+        let proxy = Proxy::watching(
+            upstream,
+            Arc::new(move |method, path| {
+                *seen
+                    .0
+                    .lock()
+                    .unwrap()
+                    .entry(kind(method, path))
+                    .or_default() += 1;
+            }),
         )
-        .body(body);
-    if let Some(ct) = headers.get("content-type").and_then(|v| v.to_str().ok()) {
-        rb = rb.header("content-type", ct);
+        .await;
+        CountingProxy { proxy, counts }
     }
-    let resp = match rb.send().await {
-        Ok(r) => r,
-        Err(e) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-    };
-    let mut out = axum::http::Response::builder().status(resp.status().as_u16());
-    if let Some(ct) = resp.headers().get("content-type") {
-        out = out.header("content-type", ct.as_bytes());
-    }
-    out.body(axum::body::Body::from_stream(resp.bytes_stream()))
-        .unwrap()
 }
 
 fn lines(path: &Path) -> Vec<String> {
