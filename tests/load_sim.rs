@@ -652,3 +652,50 @@ async fn the_knee_and_queue_times_match_the_pool_and_cost_model() {
         eprintln!("c={c}: {queued} of {} requests queued", reqs.len());
     }
 }
+
+/// Under speculative decoding a cell's accept length is the median of its requests' (each
+/// from the server's own counts), and every summary format shows it beside the cell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cells_accept_length_is_its_requests_median_and_is_shown() {
+    let mut flags = COSTS.to_vec();
+    flags.extend(["--spec", "4"]);
+    let s = sim(&flags).await;
+    let r = load(
+        &s.url(),
+        &[
+            "--lengths",
+            "1k",
+            "--concurrency",
+            "2",
+            "--requests",
+            "8",
+            "--output-tokens",
+            "32",
+        ],
+    )
+    .await;
+    let c = &r.cells[0];
+    let per_request: Vec<f64> = r
+        .requests
+        .iter()
+        .filter_map(|q| q.spec.as_ref().and_then(|s| s.accept_length))
+        .collect();
+    assert_eq!(per_request.len(), 8, "acceptance on every request");
+    let cell = c.accept_length_median.expect("the cell's accept length");
+    let mut sorted = per_request.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(
+        sorted.contains(&cell) || (sorted[3]..=sorted[4]).contains(&cell),
+        "{cell} is the median of {sorted:?}"
+    );
+    for format in [
+        ctxbench::cli::Format::Table,
+        ctxbench::cli::Format::Csv,
+        ctxbench::cli::Format::Markdown,
+    ] {
+        let text = ctxbench::load::render::render(&r.plan, &r.cells, &r.knees, format);
+        assert!(text.contains("accept_len"), "{text}");
+        assert!(text.contains(&format!("{cell:.2}")), "{text}");
+    }
+    assert!(ctxbench::load::render::html(&r).contains("accept_len"));
+}

@@ -40,6 +40,39 @@ fn num(v: Option<f64>, digits: usize) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// Whether the cells carry speculative decoding's acceptance (then a column shows it).
+fn with_spec(cells: &[CellRecord]) -> bool {
+    cells.iter().any(|c| c.accept_length_median.is_some())
+}
+
+fn columns(spec: bool) -> Vec<&'static str> {
+    let mut cols = COLUMNS.to_vec();
+    if spec {
+        cols.push("accept_len");
+    }
+    cols
+}
+
+/// The median accept length, `~` before a proxy figure (as in the sweep's table).
+fn accept(c: &CellRecord) -> String {
+    match (c.accept_length_median, c.accept_source) {
+        (Some(a), Some(crate::record::SpecSource::EventsProxy)) => format!("~{a:.2}"),
+        (Some(a), _) => format!("{a:.2}"),
+        _ => "-".into(),
+    }
+}
+
+fn rows(cells: &[CellRecord]) -> impl Iterator<Item = Vec<String>> {
+    let spec = with_spec(cells);
+    cells.iter().map(move |c| {
+        let mut r = row(c);
+        if spec {
+            r.push(accept(c));
+        }
+        r
+    })
+}
+
 fn row(c: &CellRecord) -> Vec<String> {
     vec![
         format_count(c.cell.context_tokens),
@@ -100,15 +133,15 @@ pub fn render(
             )
         }
         Format::Csv => {
-            let mut s = COLUMNS.join(",") + "\n";
-            for c in cells {
-                s.push_str(&row(c).join(","));
+            let mut s = columns(with_spec(cells)).join(",") + "\n";
+            for r in rows(cells) {
+                s.push_str(&r.join(","));
                 s.push('\n');
             }
             s
         }
         Format::Markdown => {
-            let mut s = md(COLUMNS, cells.iter().map(row));
+            let mut s = md(&columns(with_spec(cells)), rows(cells));
             if !knees.is_empty() {
                 s.push('\n');
                 s.push_str(&md(KNEE_COLUMNS, knees.iter().map(knee_row)));
@@ -117,7 +150,7 @@ pub fn render(
             s
         }
         Format::Table => {
-            let mut s = table(COLUMNS, cells.iter().map(row).collect());
+            let mut s = table(&columns(with_spec(cells)), rows(cells).collect());
             if !knees.is_empty() {
                 s.push('\n');
                 s.push_str(&table(KNEE_COLUMNS, knees.iter().map(knee_row).collect()));
@@ -361,7 +394,7 @@ pub fn html(r: &LoadResult) -> String {
         escape(&super::slo::DisplaySlo(&r.plan.slo).to_string()),
         r.plan.goodput_target
     ));
-    body.push_str(&html_table(COLUMNS, r.cells.iter().map(row)));
+    body.push_str(&html_table(&columns(with_spec(&r.cells)), rows(&r.cells)));
     if !r.knees.is_empty() {
         body.push_str("<h2>Knee</h2>");
         body.push_str(&html_table(KNEE_COLUMNS, r.knees.iter().map(knee_row)));
