@@ -1,6 +1,7 @@
 //! Production traces: Mooncake-format requests with their arrival times and block hashes,
 //! generated (`trace synth`) or read for replay.
 
+pub mod groups;
 pub mod synth;
 pub mod synth_cmd;
 
