@@ -6,8 +6,8 @@
 mod common;
 use common::flags;
 use common::llama::{LlamaServer, timing};
+use ctxbench::backend::Prompt;
 use ctxbench::backend::http::Http;
-use ctxbench::backend::{Backend, Prompt};
 use ctxbench::choices::ApiChoice;
 use ctxbench::workload::{NonceSource, PromptSource};
 use reqwest::Method;
