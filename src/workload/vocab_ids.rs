@@ -171,4 +171,121 @@ mod tests {
         // Brackets around ordinary text are text.
         assert!(ordinary("[x]", &special));
     }
+
+    /// A server whose vocabulary is `pieces` (id = index), with or without a detokenizer.
+    struct Vocab {
+        pieces: Vec<&'static str>,
+        size: Option<u32>,
+        detokenizes: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for Vocab {
+        fn api(&self) -> &'static str {
+            "llamacpp"
+        }
+        fn takes_token_ids(&self) -> bool {
+            true
+        }
+        async fn generate(
+            &self,
+            _: &crate::backend::GenRequest,
+        ) -> Result<crate::backend::Completion, RequestError> {
+            unreachable!("picking ids sends no prompt")
+        }
+        async fn flush(&self) -> Result<crate::backend::Flush, RequestError> {
+            Ok(crate::backend::Flush::NotOffered)
+        }
+        async fn tokenize(&self, _: &str) -> Result<Option<Vec<u32>>, RequestError> {
+            Err(RequestError::Http {
+                status: 500,
+                message: "unordered_map::at".into(),
+            })
+        }
+        async fn vocabulary(&self) -> VocabInfo {
+            VocabInfo {
+                size: self.size,
+                special: vec!["<s>".into(), "</s>".into()],
+            }
+        }
+        async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, RequestError> {
+            if !self.detokenizes {
+                return Ok(None);
+            }
+            ids.iter()
+                .map(|&i| self.pieces.get(i as usize).copied())
+                .collect::<Option<String>>()
+                .map(Some)
+                .ok_or_else(|| RequestError::Http {
+                    status: 500,
+                    message: "vector::_M_range_check".into(),
+                })
+        }
+    }
+
+    use crate::backend::RequestError;
+
+    /// 80 ids: specials, empty and control pieces at the ends and scattered in the middle.
+    fn pieces() -> Vec<&'static str> {
+        let words = [
+            "the", "of", "and", "to", "in", "<s>", "", "\n", "</s>", "<|x|>",
+        ];
+        (0..80).map(|i| words[i % words.len()]).collect()
+    }
+
+    #[tokio::test]
+    async fn only_ordinary_ids_the_server_has_are_picked() {
+        let b = Vocab {
+            pieces: pieces(),
+            // Claims more ids than it has: the ones beyond are refused by its detokenizer.
+            size: Some(120),
+            detokenizes: true,
+        };
+        let v = prepare(&b).await.unwrap();
+        assert!(v.checked);
+        assert!(v.distinct >= MIN_IDS);
+        for &id in &v.vocab.filler {
+            assert!(
+                id < 80 && id % 10 < 5,
+                "id {id} is {:?}",
+                pieces().get(id as usize)
+            );
+        }
+        assert!(v.label().contains("each checked"), "{}", v.label());
+    }
+
+    #[tokio::test]
+    async fn without_a_detokenizer_the_middle_of_a_known_size_is_used_unchecked() {
+        let b = Vocab {
+            pieces: pieces(),
+            size: Some(32_000),
+            detokenizes: false,
+        };
+        let v = prepare(&b).await.unwrap();
+        assert!(!v.checked);
+        assert_eq!(v.distinct, WANTED);
+        assert!(v.vocab.filler.iter().all(|&i| (4000..28_000).contains(&i)));
+        assert!(v.label().contains("not checked"), "{}", v.label());
+    }
+
+    #[tokio::test]
+    async fn neither_size_nor_detokenizer_is_refused_with_why() {
+        let b = Vocab {
+            pieces: pieces(),
+            size: None,
+            detokenizes: false,
+        };
+        let e = format!("{:#}", prepare(&b).await.unwrap_err());
+        assert!(
+            e.contains("vocabulary size") && e.contains("/detokenize"),
+            "{e}"
+        );
+        // A detokenizer alone vouches for ids from 1000 on: none exist in 80 pieces.
+        let b = Vocab {
+            detokenizes: true,
+            ..b
+        };
+        let e = format!("{:#}", prepare(&b).await.unwrap_err());
+        assert!(e.contains("only 0"), "{e}");
+    }
 }
