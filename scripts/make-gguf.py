@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a tiny random-weight Llama GGUF, deterministically from a seed.
 
-    make-gguf.py OUT.gguf [--seed N]
+    make-gguf.py OUT.gguf [--seed N] [--no-space]
 
 Architecture: llama, 4 layers, width 256, 4 heads (head dim 64), FFN 512,
 context length 32768, all tensors F32 (~11 MB).
@@ -12,6 +12,12 @@ Only ASCII byte tokens <0x00>..<0x7F> exist: a random model sampling a byte
 of the vocabulary is ASCII word pieces, so every sampled token decodes to
 valid UTF-8. Consequence: text with non-ASCII characters cannot be tokenized
 by this vocabulary (send ASCII text or token ids).
+
+--no-space leaves out every piece holding the word-boundary marker and all
+byte-fallback pieces: such a vocabulary can encode no text at all (SentencePiece
+prefixes a boundary marker to every text, and without byte fallback an unknown
+piece has nowhere to go), so llama-server's /tokenize and its text prompts fail
+with `unordered_map::at`, while prompts of token ids still run.
 
 Same seed -> byte-identical file (weights from numpy's PCG64 with that seed;
 the vocabulary is fixed and does not depend on the seed).
@@ -44,7 +50,7 @@ come made may part hello world token context length prompt cache server bench mo
 fast slow test data text random tiny llama""".split()
 
 
-def build_vocab(full_byte_range=False):
+def build_vocab(full_byte_range=False, no_space=False):
     tokens, scores, types = [], [], []
 
     def add(piece, score, ttype):
@@ -56,7 +62,7 @@ def build_vocab(full_byte_range=False):
     add("<unk>", 0.0, T.UNKNOWN)   # 0
     add("<s>", 0.0, T.CONTROL)     # 1  BOS
     add("</s>", 0.0, T.CONTROL)    # 2  EOS
-    for b in range(0x100 if full_byte_range else 0x80):  # 3..130 byte fallback, ASCII only
+    for b in range(0 if no_space else 0x100 if full_byte_range else 0x80):  # 3..130 byte fallback, ASCII only
         add("<0x%02X>" % b, 0.0, T.BYTE)
     seen = set(tokens)
     pieces = []
@@ -71,6 +77,8 @@ def build_vocab(full_byte_range=False):
     pieces += [SPACE + c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"]
     # single characters (printable ASCII except space) and the boundary marker
     pieces += [SPACE] + [chr(c) for c in range(0x21, 0x7F)]
+    if no_space:
+        pieces = [p for p in pieces if SPACE not in p]
     uniq = []
     for p in pieces:
         if p not in seen:
@@ -98,9 +106,14 @@ def main():
     ap.add_argument("--full-byte-range", action="store_true",
                     help="also add byte tokens <0x80>..<0xFF> (NOT for normal use: the model then "
                          "emits invalid UTF-8; only to provoke llama-server's mid-stream error event)")
+    ap.add_argument("--no-space", action="store_true",
+                    help="no word-boundary piece and no byte fallback: a vocabulary that can "
+                         "tokenize no text (token-id prompts only)")
     args = ap.parse_args()
+    if args.no_space and args.full_byte_range:
+        ap.error("--no-space has no byte pieces: it cannot take --full-byte-range")
 
-    tokens, scores, types = build_vocab(args.full_byte_range)
+    tokens, scores, types = build_vocab(args.full_byte_range, args.no_space)
     n_vocab = len(tokens)
     rng = np.random.Generator(np.random.PCG64(args.seed))
 
@@ -112,7 +125,7 @@ def main():
 
     tmp = args.out + ".tmp.%d" % os.getpid()
     wr = gguf.GGUFWriter(tmp, "llama")
-    wr.add_name("ctxbench tiny random llama (seed %d)" % args.seed)
+    wr.add_name("ctxbench tiny random llama (seed %d%s)" % (args.seed, ", no space" if args.no_space else ""))
     wr.add_file_type(gguf.LlamaFileType.ALL_F32)
     wr.add_context_length(N_CTX)
     wr.add_embedding_length(N_EMBD)

@@ -8,7 +8,9 @@ echo "== peer: llama-server (cached after the first build)" >&2
 CTXBENCH_LLAMA_SERVER="$(bash scripts/llama-server.sh | tail -n 1)"
 echo "== peer: tiny random-weight GGUF model" >&2
 CTXBENCH_TINY_MODEL="$(bash scripts/tiny-model.sh | tail -n 1)"
-export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL
+echo "== peer: the same model without a space piece (its tokenizer encodes no text)" >&2
+CTXBENCH_TINY_MODEL_NOSPACE="$(bash scripts/tiny-model.sh --no-space | tail -n 1)"
+export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL CTXBENCH_TINY_MODEL_NOSPACE
 
 echo "== cargo test" >&2
 cargo test --lib --bins --tests --no-fail-fast "$@"

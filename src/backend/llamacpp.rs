@@ -62,6 +62,14 @@ impl Backend for LlamaCpp {
         super::tokenize::llamacpp_style(&self.http, text).await
     }
 
+    async fn vocabulary(&self) -> super::vocab::VocabInfo {
+        super::vocab::llamacpp_info(&self.http).await
+    }
+
+    async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, RequestError> {
+        super::vocab::detokenize(&self.http, ids).await
+    }
+
     async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
         super::instance::llamacpp(&self.http).await
     }

@@ -17,6 +17,7 @@ pub mod spec;
 pub mod sse;
 pub mod tgi;
 pub mod tokenize;
+pub mod vocab;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -148,6 +149,15 @@ pub trait Backend: Send + Sync {
     async fn flush(&self) -> Result<Flush, RequestError>;
     /// The server's tokenizer, when it exposes one.
     async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError>;
+    /// What the server says of its vocabulary (size, special pieces), for prompts of ids
+    /// alone when its tokenizer can encode no text.
+    async fn vocabulary(&self) -> vocab::VocabInfo {
+        vocab::VocabInfo::default()
+    }
+    /// Ids back to text with the server's own detokenizer; `Ok(None)` where it has none.
+    async fn detokenize(&self, _ids: &[u32]) -> Result<Option<String>, RequestError> {
+        Ok(None)
+    }
     /// Whether `tokenize` counts exactly the tokens a text prompt becomes (special tokens
     /// included, no template added), so text prompts can be cut to an exact length.
     fn exact_text_lengths(&self) -> bool {

@@ -106,6 +106,23 @@ impl Backend for OpenAi {
         }
     }
 
+    async fn vocabulary(&self) -> super::vocab::VocabInfo {
+        match self.tokenize_route {
+            TokenizeRoute::LlamacppStyle => super::vocab::llamacpp_info(&self.http).await,
+            TokenizeRoute::None | TokenizeRoute::VllmStyle => Default::default(),
+        }
+    }
+
+    async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, RequestError> {
+        match self.tokenize_route {
+            TokenizeRoute::None => Ok(None),
+            TokenizeRoute::VllmStyle => {
+                super::vocab::detokenize_for_model(&self.http, &self.model, ids).await
+            }
+            TokenizeRoute::LlamacppStyle => super::vocab::detokenize(&self.http, ids).await,
+        }
+    }
+
     async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
         super::instance::openai(
             &self.http,

@@ -63,6 +63,10 @@ impl Backend for Sglang {
         super::tokenize::vllm_style(&self.http, text).await
     }
 
+    async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, RequestError> {
+        super::vocab::detokenize(&self.http, ids).await
+    }
+
     async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
         super::instance::sglang(&self.http).await
     }

@@ -288,6 +288,14 @@ impl Backend for MetricsDelta {
         self.inner.exact_text_lengths()
     }
 
+    async fn vocabulary(&self) -> super::vocab::VocabInfo {
+        self.inner.vocabulary().await
+    }
+
+    async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, RequestError> {
+        self.inner.detokenize(ids).await
+    }
+
     async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
         self.inner.instance_marker().await
     }

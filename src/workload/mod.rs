@@ -9,6 +9,7 @@ pub mod points;
 pub mod prompt;
 pub mod source;
 pub mod stream;
+pub mod vocab_ids;
 
 pub use prompt::{
     Built, FILLER, IdVocabulary, NEEDLE_QUESTION, NONCE_TOKENS, Needle, NonceSource, PromptMode,

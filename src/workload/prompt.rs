@@ -64,12 +64,15 @@ pub enum PromptMode {
     /// Token ids of the filler's words tokenized one at a time, because the server's
     /// tokenizer failed on the whole text: still exact length, ordinary ids.
     TokenIdsByWord,
+    /// Ordinary ids picked from the server's vocabulary, because its tokenizer encodes no
+    /// text at all: exact length; recorded as `token_ids` (the run's `content` names them).
+    VocabularyIds,
 }
 
 impl PromptMode {
     pub fn name(self) -> &'static str {
         match self {
-            PromptMode::TokenIds => "token_ids",
+            PromptMode::TokenIds | PromptMode::VocabularyIds => "token_ids",
             PromptMode::CalibratedText => "calibrated_text",
             PromptMode::TokenizedText => "tokenized_text",
             PromptMode::TokenIdsByWord => "token_ids_by_word",

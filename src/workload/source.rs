@@ -19,8 +19,7 @@ const CALIBRATION_DEADLINE: Duration = Duration::from_secs(300);
 enum Mode {
     Ids {
         vocab: IdVocabulary,
-        /// The ids came from tokenizing the filler word by word (the whole text failed).
-        by_word: bool,
+        origin: IdOrigin,
         /// Tokenized needle sentences, by expected answer.
         needles: HashMap<String, Vec<u32>>,
     },
@@ -31,6 +30,17 @@ enum Mode {
     },
     /// Text cut to length with the server's tokenizer (APIs taking text only).
     Exact(super::exact_text::ExactText),
+}
+
+/// Where the ids of a token-id prompt came from.
+enum IdOrigin {
+    /// The server's tokenizer, on the filler text.
+    Tokenizer,
+    /// The filler's words tokenized one at a time (the whole text failed).
+    ByWord,
+    /// Ordinary ids picked from the vocabulary (its tokenizer encodes no text), with the
+    /// label that names them.
+    Vocabulary(String),
 }
 
 /// Where a run's prompts come from: a length mode and, besides filler, the user's content.
@@ -101,9 +111,16 @@ impl PromptSource {
 
     /// One line naming what the prompts are made of.
     pub fn content_label(&self) -> String {
-        match &self.body {
-            Some(b) => b.label.clone(),
-            None => FILLER_LABEL.to_string(),
+        match (&self.body, &self.mode) {
+            (Some(b), _) => b.label.clone(),
+            (
+                None,
+                Mode::Ids {
+                    origin: IdOrigin::Vocabulary(label),
+                    ..
+                },
+            ) => label.clone(),
+            (None, _) => FILLER_LABEL.to_string(),
         }
     }
 }
@@ -119,54 +136,37 @@ impl Mode {
         nonce: &mut NonceSource,
         content: Option<&Content>,
     ) -> anyhow::Result<Self> {
+        let mut no_ids = None;
         if backend.takes_token_ids() {
-            let (filler, by_word) = match backend.tokenize(FILLER).await {
-                Ok(f) => (f, false),
-                Err(e) => {
-                    let ids = ids_word_by_word(backend).await;
-                    eprintln!(
-                        "note: the server's tokenizer failed on the filler text ({e}); {}",
-                        if ids.is_some() {
-                            "using the ids of the filler words it tokenized one at a time \
-                             (ordinary ids its own tokenizer produced): lengths stay exact"
-                        } else {
-                            "no word tokenized alone either: sizing text prompts by calibration"
-                        }
-                    );
-                    (ids, true)
-                }
-            };
-            let question = match backend.tokenize(NEEDLE_QUESTION).await {
-                Ok(q) => q,
-                Err(e) if with_needle => anyhow::bail!(
-                    "--needle: needles are text the server must tokenize, and its tokenizer \
-                     failed ({e}); run without --needle to measure speed with ordinary ids"
-                ),
-                Err(_) => Some(Vec::new()),
-            };
-            if with_needle {
-                let probe = Needle {
-                    depth: 0.5,
-                    expected: "okapi".into(),
-                };
-                if let Err(e) = backend.tokenize(&probe.sentence()).await {
-                    anyhow::bail!(
-                        "--needle: needles are text the server must tokenize, and its tokenizer \
-                         failed on a needle sentence ({e}); run without --needle to measure \
-                         speed with ordinary ids"
-                    );
-                }
-            }
-            if let (Some(f), Some(q)) = (filler, question)
-                && let Some(vocab) = IdVocabulary::new(f, q)
-            {
-                return Ok(Mode::Ids {
-                    vocab,
-                    by_word,
-                    needles: HashMap::new(),
-                });
+            match ids_mode(backend, with_needle, content).await? {
+                Ok(mode) => return Ok(mode),
+                Err(why) => no_ids = why,
             }
         }
+        Self::prepare_text(backend, with_needle, ceiling, nonce, content)
+            .await
+            .map_err(|e| match no_ids {
+                Some(why) => {
+                    anyhow::anyhow!("{e:#}; and no prompt of ids could be built instead: {why}")
+                }
+                None if !backend.takes_token_ids() => anyhow::anyhow!(
+                    "{e:#}; the {} API here has no token-id route, so there is no prompt \
+                     without text to fall back on",
+                    backend.api()
+                ),
+                None => e,
+            })
+    }
+
+    /// Text prompts: cut with the server's tokenizer where it counts exactly, else sized by
+    /// a calibration against its own prompt counts.
+    async fn prepare_text(
+        backend: &dyn Backend,
+        with_needle: bool,
+        ceiling: Option<u64>,
+        nonce: &mut NonceSource,
+        content: Option<&Content>,
+    ) -> anyhow::Result<Self> {
         if backend.exact_text_lengths()
             && let Some(exact) = super::exact_text::ExactText::prepare(backend, with_needle).await?
         {
@@ -199,8 +199,11 @@ impl Mode {
 impl PromptSource {
     pub fn mode(&self) -> PromptMode {
         match &self.mode {
-            Mode::Ids { by_word: false, .. } => PromptMode::TokenIds,
-            Mode::Ids { by_word: true, .. } => PromptMode::TokenIdsByWord,
+            Mode::Ids { origin, .. } => match origin {
+                IdOrigin::Tokenizer => PromptMode::TokenIds,
+                IdOrigin::ByWord => PromptMode::TokenIdsByWord,
+                IdOrigin::Vocabulary(_) => PromptMode::VocabularyIds,
+            },
             Mode::Text { .. } => PromptMode::CalibratedText,
             Mode::Exact(_) => PromptMode::TokenizedText,
         }
@@ -282,6 +285,106 @@ impl PromptSource {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Token-id prompts for an API that takes them: the filler's ids from the server's
+/// tokenizer, else from its words one at a time, else ordinary ids from its vocabulary.
+/// `Ok(Err(why))` when none of these gives ids (`why` says, where there is more to say than
+/// that the server has no tokenizer); `Err` when the run cannot go on at all.
+async fn ids_mode(
+    backend: &dyn Backend,
+    with_needle: bool,
+    content: Option<&Content>,
+) -> anyhow::Result<Result<Mode, Option<String>>> {
+    let (filler, origin) = match backend.tokenize(FILLER).await {
+        Ok(f) => (f, IdOrigin::Tokenizer),
+        Err(e) => match ids_word_by_word(backend).await {
+            Some(ids) => {
+                eprintln!(
+                    "note: the server's tokenizer failed on the filler text ({e}); using the \
+                     ids of the filler words it tokenized one at a time (ordinary ids its own \
+                     tokenizer produced): lengths stay exact"
+                );
+                (Some(ids), IdOrigin::ByWord)
+            }
+            None => return from_vocabulary(backend, with_needle, content, &e).await,
+        },
+    };
+    let question = match backend.tokenize(NEEDLE_QUESTION).await {
+        Ok(q) => q,
+        Err(e) if with_needle => anyhow::bail!(
+            "--needle: needles are text the server must tokenize, and its tokenizer \
+             failed ({e}); run without --needle to measure speed with ordinary ids"
+        ),
+        Err(_) => Some(Vec::new()),
+    };
+    if with_needle {
+        let probe = Needle {
+            depth: 0.5,
+            expected: "okapi".into(),
+        };
+        if let Err(e) = backend.tokenize(&probe.sentence()).await {
+            anyhow::bail!(
+                "--needle: needles are text the server must tokenize, and its tokenizer \
+                 failed on a needle sentence ({e}); run without --needle to measure \
+                 speed with ordinary ids"
+            );
+        }
+    }
+    Ok(match (filler, question) {
+        (Some(f), Some(q)) => match IdVocabulary::new(f, q) {
+            Some(vocab) => Ok(Mode::Ids {
+                vocab,
+                origin,
+                needles: HashMap::new(),
+            }),
+            None => Err(None),
+        },
+        _ => Err(None),
+    })
+}
+
+/// Ids picked from the vocabulary, for a tokenizer that encoded no word of the filler
+/// (`failed` is its error). Needles and the user's content are text: refused here, with why.
+async fn from_vocabulary(
+    backend: &dyn Backend,
+    with_needle: bool,
+    content: Option<&Content>,
+    failed: &crate::backend::RequestError,
+) -> anyhow::Result<Result<Mode, Option<String>>> {
+    if with_needle {
+        anyhow::bail!(
+            "--needle: needles are text the server must tokenize, and its tokenizer encodes \
+             none of the filler ({failed}); run without --needle to measure speed with ids \
+             from its vocabulary"
+        );
+    }
+    if content.is_some() {
+        anyhow::bail!(
+            "--corpus/--dataset: the content is text the server must tokenize, and its \
+             tokenizer encodes none of the filler ({failed}); run without it to measure speed \
+             with ids from its vocabulary"
+        );
+    }
+    match super::vocab_ids::prepare(backend).await {
+        Ok(v) => {
+            eprintln!(
+                "note: the server's tokenizer encodes none of the filler ({failed}); prompts \
+                 are ordinary ids from its vocabulary instead: lengths stay exact"
+            );
+            Ok(Ok(Mode::Ids {
+                origin: IdOrigin::Vocabulary(v.label()),
+                vocab: v.vocab,
+                needles: HashMap::new(),
+            }))
+        }
+        Err(why) => {
+            let why =
+                format!("the server's tokenizer encodes none of the filler ({failed}) and {why:#}");
+            eprintln!("note: {why}: trying text prompts sized by calibration");
+            Ok(Err(Some(why)))
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// How long llama-server may take to load the tiny model.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn from_env_or_script(var: &str, script: &str) -> PathBuf {
+fn from_env_or_script(var: &str, script: &str, args: &[&str]) -> PathBuf {
     if let Ok(p) = std::env::var(var) {
         let p = PathBuf::from(p);
         assert!(p.exists(), "{var}={} does not exist", p.display());
@@ -20,6 +20,7 @@ fn from_env_or_script(var: &str, script: &str) -> PathBuf {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("bash")
         .arg(format!("{root}/scripts/{script}"))
+        .args(args)
         .stderr(Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("cannot run scripts/{script}: {e}"));
@@ -151,15 +152,30 @@ impl LlamaServer {
     /// Start llama-server with more arguments; the argument `draft` stands for the tiny
     /// model's own file, for `-md` (it drafts for itself: same vocabulary).
     pub fn start_with_args(slots: u32, extra: &[&str]) -> LlamaServer {
-        let bin = from_env_or_script("CTXBENCH_LLAMA_SERVER", "llama-server.sh");
-        let model = from_env_or_script("CTXBENCH_TINY_MODEL", "tiny-model.sh");
+        let model = from_env_or_script("CTXBENCH_TINY_MODEL", "tiny-model.sh", &[]);
+        Self::start_model(&model, slots, extra)
+    }
+
+    /// Start llama-server (one slot) with the tiny model built without a space piece and
+    /// without byte fallback: its tokenizer encodes no text, prompts of ids still run.
+    pub fn start_nospace() -> LlamaServer {
+        let model = from_env_or_script(
+            "CTXBENCH_TINY_MODEL_NOSPACE",
+            "tiny-model.sh",
+            &["--no-space"],
+        );
+        Self::start_model(&model, 1, &[])
+    }
+
+    fn start_model(model: &std::path::Path, slots: u32, extra: &[&str]) -> LlamaServer {
+        let bin = from_env_or_script("CTXBENCH_LLAMA_SERVER", "llama-server.sh", &[]);
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
         let child = Command::new(&bin)
             .args(["-m"])
-            .arg(&model)
+            .arg(model)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args([
                 "-c",
