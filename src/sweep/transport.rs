@@ -52,20 +52,7 @@ pub async fn check(
     let tcp_connect_s = tcp_connect_s(url).await;
     let fresh_ttft_s = crate::stats::median(&fresh_ttft);
     let reused_ttft_s = crate::stats::median(&reused_ttft);
-    // Most reused probes slower than the fresh ones' median by the margin: a delayed ACK
-    // holds reused requests (all but one that Linux's quick-ACK mode may let through after
-    // an idle spell), while a scheduling hiccup on a loaded machine holds one probe, which
-    // moves neither the fresh median nor a majority of the reused.
-    let by_first_event = match fresh_ttft_s {
-        Some(fresh) if reused_ttft.len() >= 2 => {
-            let held = reused_ttft
-                .iter()
-                .filter(|&&t| t - fresh >= DELAY_MIN_S)
-                .count();
-            2 * held > reused_ttft.len()
-        }
-        _ => false,
-    };
+    let by_first_event = held_by_first_event(&fresh_ttft, &reused_ttft);
     let by_round_trip = match (http_rtt_s, tcp_connect_s) {
         (Some(rtt), Some(c)) => rtt - c >= DELAY_MIN_S && rtt >= RTT_OVER_CONNECT * c,
         _ => false,
@@ -78,6 +65,31 @@ pub async fn check(
         delayed: by_first_event || by_round_trip,
         cure: (by_first_event || by_round_trip).then(|| CURE.to_string()),
     }
+}
+
+/// Most reused probes slower than the fresh ones' median by the margin: a delayed ACK holds
+/// reused requests (all but one that Linux's quick-ACK mode may let through after an idle
+/// spell), while a scheduling hiccup on a loaded machine holds one probe, which moves neither
+/// the fresh median nor a majority of the reused. A slow server's own TTFT varies too (a real
+/// model on a loaded machine: 130 to 220 ms between three fresh probes): an excess within the
+/// fresh probes' own spread is not the transport's, so the margin is the larger of the two.
+fn held_by_first_event(fresh: &[f64], reused: &[f64]) -> bool {
+    let Some(median) = crate::stats::median(fresh) else {
+        return false;
+    };
+    if reused.len() < 2 {
+        return false;
+    }
+    let margin = DELAY_MIN_S.max(spread(fresh));
+    let held = reused.iter().filter(|&&t| t - median >= margin).count();
+    2 * held > reused.len()
+}
+
+/// Largest minus smallest.
+fn spread(v: &[f64]) -> f64 {
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    if v.is_empty() { 0.0 } else { max - min }
 }
 
 enum Probe {
@@ -154,5 +166,36 @@ pub fn describe(t: &TransportCheck) -> String {
         format!("warning: transport delay ({figures}): {CURE}")
     } else {
         format!("transport: no delay found ({figures})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delayed_ack_on_most_reused_probes_is_found() {
+        assert!(held_by_first_event(
+            &[0.002, 0.0021, 0.0019],
+            &[0.042, 0.0425, 0.002]
+        ));
+        assert!(!held_by_first_event(
+            &[0.002, 0.0021, 0.0019],
+            &[0.042, 0.002, 0.002]
+        ));
+    }
+
+    #[test]
+    fn a_slow_servers_own_spread_is_not_a_delay() {
+        // Fresh probes from 130 to 220 ms: reused ones 80 ms above the median are within it.
+        assert!(!held_by_first_event(
+            &[0.130, 0.139, 0.220],
+            &[0.222, 0.219, 0.225]
+        ));
+        // A steady slow server still shows a 40 ms hold.
+        assert!(held_by_first_event(
+            &[0.139, 0.140, 0.141],
+            &[0.181, 0.180, 0.182]
+        ));
     }
 }
