@@ -23,8 +23,14 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
     let sharded = check_shards(files)?;
     let mut out = LoadResult {
         run,
+        // The plan as run unsharded: the per-shard fields belong to each file.
         plan: LoadPlan {
             shard: None,
+            start: if sharded.is_some() {
+                None
+            } else {
+                plan.start.clone()
+            },
             ..plan.clone()
         },
         cells: Vec::new(),
