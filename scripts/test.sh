@@ -10,5 +10,10 @@ echo "== peer: tiny random-weight GGUF model" >&2
 CTXBENCH_TINY_MODEL="$(bash scripts/tiny-model.sh | tail -n 1)"
 export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL
 
+if ! command -v kubectl >/dev/null; then
+    # tests/k8s_manifest.rs renders deploy/k8s offline with kubectl (Debian: kubernetes-client).
+    echo "== kubectl for the manifest test" >&2
+    apt-get install -y kubernetes-client >&2 || { apt-get update >&2 && apt-get install -y kubernetes-client >&2; }
+fi
 echo "== cargo test" >&2
 cargo test --lib --bins --tests --no-fail-fast "$@"
