@@ -208,8 +208,9 @@ mod tests {
         assert_eq!(r(16, 1, 3), vec![16, 0, 0]);
         // Three workers of 6, 5, 5 requests, one per shard.
         assert_eq!(r(16, 3, 3), vec![6, 5, 5]);
-        // Eight workers (3, 3, 2) of 3 or 2 requests (the first four get 3).
-        assert_eq!(r(20, 8, 3), vec![9, 6, 5]);
+        // Eight workers dealt 3, 3, 2; the first four of them get 3 requests, the rest 2:
+        // 3+3+3, 3+2+2, 2+2.
+        assert_eq!(r(20, 8, 3), vec![9, 7, 4]);
         for n in 1..=5 {
             for workers in 0..=12u32 {
                 for total in 0..=50u64 {
