@@ -12,5 +12,10 @@ echo "== peer: the same model without a space piece (its tokenizer encodes no te
 CTXBENCH_TINY_MODEL_NOSPACE="$(bash scripts/tiny-model.sh --no-space | tail -n 1)"
 export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL CTXBENCH_TINY_MODEL_NOSPACE
 
+if ! command -v kubectl >/dev/null; then
+    # tests/k8s_manifest.rs renders deploy/k8s offline with kubectl (Debian: kubernetes-client).
+    echo "== kubectl for the manifest test" >&2
+    apt-get install -y kubernetes-client >&2 || { apt-get update >&2 && apt-get install -y kubernetes-client >&2; }
+fi
 echo "== cargo test" >&2
 cargo test --lib --bins --tests --no-fail-fast "$@"

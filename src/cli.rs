@@ -255,7 +255,11 @@ Examples:
   ctxbench load --url http://127.0.0.1:30000 --lengths 32k --rate 0.5,1,2 \\
       --arrival gamma:2 --duration 60s --out load.jsonl --html load.html
   ctxbench load --lengths 8k,32k --find-knee --slo ttft=5s,tpot=50ms --goodput-target 0.95
-  ctxbench report load.jsonl other-client.jsonl --format markdown";
+  ctxbench report load.jsonl other-client.jsonl --format markdown
+  # one plan over 3 clients (each its own machine, or a Kubernetes Indexed Job's pods):
+  ctxbench load --url http://srv:30000 --lengths 32k --rate 6 --shard 0/3 \\
+      --start-at 2025-06-01T12:00:00Z --out shard-0.jsonl     # and 1/3, 2/3 elsewhere
+  ctxbench report shard-0.jsonl shard-1.jsonl shard-2.jsonl   # merged; names a missing shard";
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = LOAD_HELP)]
@@ -296,6 +300,22 @@ pub struct LoadArgs {
     /// Seed for the arrival schedule and the simulator.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Run shard I of N (0-based) of the plan, with N-1 other clients running the rest:
+    /// closed loop splits each cell's concurrency (remainders to the first shards), open
+    /// loop takes every Nth arrival of the one seeded schedule. Default: from a Kubernetes
+    /// Indexed Job's JOB_COMPLETION_INDEX with JOB_COMPLETIONS or --shards.
+    /// Example: --shard 0/3 --out shard-0.jsonl   (then: ctxbench report shard-*.jsonl)
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::run::shard::Shard>,
+    /// The shard count N, when the index comes from JOB_COMPLETION_INDEX.
+    /// Example: --shards 3
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u32>,
+    /// Start the first cell at this time on the server's clock (read from its Date header;
+    /// the offset is recorded), so that every shard starts together.
+    /// Example: --start-at 2025-06-01T12:00:00Z
+    #[arg(long, value_name = "RFC3339", value_parser = crate::load::clock::parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
     /// Latency bounds for goodput: ttft=, tpot=, e2e= durations.
     #[arg(long, default_value = "ttft=5s,tpot=50ms,e2e=60s")]
     pub slo: String,

@@ -43,6 +43,62 @@ pub struct LoadPlan {
     pub slo: Slo,
     pub goodput_target: f64,
     pub seed: u64,
+    /// Which shard of the plan this file holds (`--shard I/N`); not part of the plan's hash.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardTag>,
+    /// `--start-at`: when the first cell was to start and the clock offset measured for
+    /// it; not part of the plan's hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<StartSync>,
+}
+
+/// The hash of a load plan as run unsharded (64-bit FNV-1a of its canonical JSON), written
+/// as 16 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanHash(pub u64);
+
+impl std::fmt::Display for PlanHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl Serialize for PlanHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PlanHash {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        u64::from_str_radix(&s, 16)
+            .ok()
+            .filter(|_| s.len() == 16)
+            .map(PlanHash)
+            .ok_or_else(|| serde::de::Error::custom(format!("plan_hash `{s}`: not 16 hex digits")))
+    }
+}
+
+/// What every record of a sharded run carries: which shard, of how many, of which plan.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardTag {
+    /// 0-based, as `JOB_COMPLETION_INDEX`.
+    pub shard: u32,
+    pub shards: u32,
+    pub plan_hash: PlanHash,
+}
+
+/// `--start-at`: the agreed start and this client's clock against the server's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StartSync {
+    /// RFC 3339, UTC.
+    pub start_at: String,
+    /// Server clock − this client's clock, from the server's `Date` header; null when the
+    /// server sent none (the local clock was used).
+    pub clock_offset_s: Option<f64>,
+    /// Half the interval the offset is known within.
+    pub clock_offset_uncertainty_s: Option<f64>,
 }
 
 /// Which cell a record belongs to: a length and either a concurrency or a rate.
@@ -116,6 +172,9 @@ pub struct RequestRecord {
     /// Speculative decoding: the acceptance of this request (as on sweep samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<crate::record::SpecStats>,
+    /// Sharded runs: which shard sent it.
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardTag>,
 }
 
 impl RequestRecord {
@@ -134,6 +193,8 @@ pub struct ServerMetricsRecord {
     pub client_in_flight: u64,
     #[serde(flatten)]
     pub server: ServerReading,
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardTag>,
 }
 
 /// What one scrape of the server's metrics says; a field is `None` when the server does
@@ -215,6 +276,12 @@ pub struct CellRecord {
     pub accept_length_median: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_source: Option<crate::record::SpecSource>,
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardTag>,
+    /// Sharded closed loop: the workers this shard ran of the cell's concurrency (0: it
+    /// ran nothing in this cell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.
@@ -234,4 +301,6 @@ pub struct KneeRecord {
     pub queue_onset: Option<f64>,
     /// (load, goodput fraction) per probe, in probe order.
     pub probes: Vec<(f64, f64)>,
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardTag>,
 }

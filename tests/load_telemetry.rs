@@ -26,6 +26,7 @@ async fn scrapes(url: &str, n: usize) -> Vec<ctxbench::record::load::ServerMetri
     let task = tokio::spawn(scrape_cell(
         http,
         CellKey::default(),
+        None,
         tokio::time::Instant::now(),
         InFlight::default(),
         tx,

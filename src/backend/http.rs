@@ -149,6 +149,24 @@ impl Http {
         })))
     }
 
+    /// GET `path` and return the response's `Date` header (any status will do); `None`
+    /// when it has none or one that does not parse.
+    pub async fn date(
+        &self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Option<std::time::SystemTime>, RequestError> {
+        let resp = tokio::time::timeout(timeout, self.request(reqwest::Method::GET, path).send())
+            .await
+            .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?
+            .map_err(|e| self.connect_error(e))?;
+        Ok(resp
+            .headers()
+            .get(reqwest::header::DATE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok()))
+    }
+
     /// Send a request and return status and body text (for flushes and small calls).
     pub async fn call(
         &self,

@@ -1,8 +1,10 @@
-//! `report` for load files: one or several files of the same plan (one per client machine),
-//! merged by their raw request and scrape records, each cell summarised again.
+//! `report` for load files: one or several files of the same plan (one per client machine,
+//! or one per shard of a sharded plan), merged by their raw request and scrape records, each
+//! cell summarised again: percentiles come from the merged records, never from averaging
+//! the files' own percentiles.
 
 use super::{LoadResult, cell};
-use crate::record::load::{CellKey, CellRecord};
+use crate::record::load::{CellKey, CellRecord, LoadPlan, ShardTag};
 use crate::resultfile::ResultFile;
 
 /// Merge files of one plan. Request times are offsets from each client's cell start, so
@@ -18,9 +20,19 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
         .run
         .clone()
         .ok_or_else(|| anyhow::anyhow!("{name0}: no run record"))?;
+    let sharded = check_shards(files)?;
     let mut out = LoadResult {
         run,
-        plan: plan.clone(),
+        // The plan as run unsharded: the per-shard fields belong to each file.
+        plan: LoadPlan {
+            shard: None,
+            start: if sharded.is_some() {
+                None
+            } else {
+                plan.start.clone()
+            },
+            ..plan.clone()
+        },
         cells: Vec::new(),
         knees: first.load.knees.clone(),
         requests: Vec::new(),
@@ -28,7 +40,7 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
     };
     let mut keys: Vec<CellKey> = Vec::new();
     for (name, f) in files {
-        if f.load.plan.as_ref() != Some(&plan) {
+        if sharded.is_none() && f.load.plan.as_ref() != Some(&plan) {
             anyhow::bail!(
                 "{name}: a different load plan than {name0}: only files of one plan merge"
             );
@@ -56,9 +68,98 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
         );
     }
     for k in keys {
-        out.cells.push(summarise_key(&out, k));
+        out.cells.push(match sharded {
+            Some(n) => summarise_shards(&out, k, n, files),
+            None => summarise_key(&out, k),
+        });
     }
     Ok(out)
+}
+
+/// Files of a sharded plan: every one a shard of the same plan hash and count, each shard
+/// once and none missing. Returns the shard count; `None` for files without shards.
+fn check_shards(files: &[(String, ResultFile)]) -> anyhow::Result<Option<u32>> {
+    let tags: Vec<(&str, Option<ShardTag>)> = files
+        .iter()
+        .map(|(name, f)| (name.as_str(), f.load.plan.as_ref().and_then(|p| p.shard)))
+        .collect();
+    let Some((name0, t0)) = tags.iter().find_map(|(n, t)| t.map(|t| (*n, t))) else {
+        return Ok(None);
+    };
+    let mut seen: Vec<Option<&str>> = vec![None; t0.shards as usize];
+    for (name, t) in &tags {
+        let Some(t) = t else {
+            anyhow::bail!(
+                "{name}: not a shard, but {name0} is shard {}/{} of plan {}: only the shards of \
+                 one plan merge",
+                t0.shard,
+                t0.shards,
+                t0.plan_hash
+            );
+        };
+        if t.plan_hash != t0.plan_hash || t.shards != t0.shards {
+            anyhow::bail!(
+                "{name}: shard {}/{} of plan {}, a different plan than {name0} (plan {}, {} \
+                 shards): only the shards of one plan merge",
+                t.shard,
+                t.shards,
+                t.plan_hash,
+                t0.plan_hash,
+                t0.shards
+            );
+        }
+        let slot = seen.get_mut(t.shard as usize).ok_or_else(|| {
+            anyhow::anyhow!("{name}: shard {}/{} is out of range", t.shard, t.shards)
+        })?;
+        if let Some(other) = slot {
+            anyhow::bail!(
+                "shard {}/{} given twice: {other} and {name}",
+                t.shard,
+                t.shards
+            );
+        }
+        *slot = Some(name);
+    }
+    let missing: Vec<String> = (0..t0.shards)
+        .filter(|&i| seen[i as usize].is_none())
+        .map(|i| format!("shard {i}/{}", t0.shards))
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "{} missing: plan {} ran as {} shards and every shard's file is needed to merge it",
+            missing.join(", "),
+            t0.plan_hash,
+            t0.shards
+        );
+    }
+    Ok(Some(t0.shards))
+}
+
+/// A cell of a sharded plan: its key already holds the whole plan's concurrency.
+fn summarise_shards(
+    r: &LoadResult,
+    k: CellKey,
+    shards: u32,
+    files: &[(String, ResultFile)],
+) -> CellRecord {
+    let reqs: Vec<_> = r.requests.iter().filter(|q| q.cell.same(&k)).collect();
+    let scrapes: Vec<_> = r
+        .server_metrics
+        .iter()
+        .filter(|m| m.cell.same(&k))
+        .collect();
+    let mut c = cell::summarise(k, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
+    let idle = files
+        .iter()
+        .flat_map(|(_, f)| &f.load.cells)
+        .filter(|c| c.cell.same(&k) && c.sent == 0)
+        .count();
+    c.notes.push(if idle == 0 {
+        format!("merged from {shards} shards")
+    } else {
+        format!("merged from {shards} shards ({idle} had nothing to send in this cell)")
+    });
+    c
 }
 
 fn summarise_key(r: &LoadResult, k: CellKey) -> CellRecord {

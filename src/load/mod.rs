@@ -2,6 +2,7 @@
 //! request runner, small to large; SLOs and goodput, server telemetry, the knee.
 
 pub mod cell;
+pub mod clock;
 pub mod compare;
 pub mod knee;
 pub mod merge;
@@ -16,9 +17,10 @@ use crate::cli::LoadArgs;
 use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::record::load::{
-    CellKey, CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
+    CellKey, CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord, ShardTag,
 };
 use crate::record::{Record, RunConfig, RunRecord, Target};
+use crate::run::shard::{self, Shard};
 use crate::run::writer::ResultWriter;
 use crate::run::{self, Arrival, Budget, Collector, Load, Pacing, runner::InFlight, schedule};
 use crate::workload::{Built, PromptSource};
@@ -58,9 +60,19 @@ pub struct LoadResult {
 
 impl LoadResult {
     pub fn exit_code(&self) -> u8 {
-        if self.cells.is_empty() || self.cells.iter().all(|c| c.ok == 0) {
+        // A shard's share of a cell can be nothing (fewer workers or arrivals than shards).
+        let ran: Vec<&CellRecord> = self
+            .cells
+            .iter()
+            .filter(|c| !(c.sent == 0 && c.shard.is_some()))
+            .collect();
+        if self.cells.is_empty() {
             exit::NOTHING_VALID
-        } else if self.cells.iter().any(|c| c.ok == 0) {
+        } else if ran.is_empty() {
+            exit::OK
+        } else if ran.iter().all(|c| c.ok == 0) {
+            exit::NOTHING_VALID
+        } else if ran.iter().any(|c| c.ok == 0) {
             exit::PARTIAL
         } else {
             exit::OK
@@ -102,7 +114,7 @@ fn list<T: std::str::FromStr>(
 }
 
 /// Validate every option before anything is sent or written.
-fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
+fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>, Option<Shard>)> {
     parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let mode = match (&args.concurrency, &args.rate, args.find_knee) {
         (Some(c), None, false) => {
@@ -161,6 +173,13 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
         None => None,
     };
     let slo = slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    let shard = Shard::resolve(args.shard, args.shards, |k| std::env::var(k).ok())
+        .map_err(anyhow::Error::msg)?;
+    if matches!(mode, Mode::Knee) && shard.is_some_and(|s| s.count() > 1) {
+        anyhow::bail!(
+            "--find-knee cannot be sharded: each probe depends on the one before; run it on one client"
+        );
+    }
     let p = LoadPlan {
         mode: match mode {
             Mode::Closed(_) => "closed",
@@ -185,8 +204,10 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
         slo,
         goodput_target: args.goodput_target,
         seed: args.seed,
+        shard: None,
+        start: None,
     };
-    Ok((mode, p, arrival))
+    Ok((mode, p, arrival, shard))
 }
 
 /// Fresh nonce heads, one per request.
@@ -216,11 +237,23 @@ struct Ctx {
     deadline: Duration,
     done: Vec<CellRecord>,
     out: LoadResult,
+    shard: Option<Shard>,
+    /// `--start-at` on this machine's clock, until the first cell takes it.
+    gate: Option<std::time::SystemTime>,
+}
+
+/// This process's part of a cell, when the plan is sharded.
+#[derive(Default)]
+struct Part {
+    /// Closed loop: the workers it runs of the cell's concurrency.
+    workers: Option<u32>,
+    /// Open loop: its arrivals' indices in the unsharded schedule.
+    indices: Option<Arc<[u64]>>,
 }
 
 /// Run the load plan (library entry point used by tests).
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
-    let (mode, mut lplan, arrival) = plan(&args)?;
+    let (mode, mut lplan, arrival, shard) = plan(&args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let run::target::Connection {
         sim: _sim,
@@ -244,6 +277,22 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     });
     let lengths = crate::workload::points::resolve(&specs, args.output_tokens, limit.as_ref())?;
     lplan.lengths = lengths.clone();
+    lplan.shard = shard.map(|s| ShardTag {
+        shard: s.index(),
+        shards: s.count(),
+        plan_hash: shard::plan_hash(&lplan),
+    });
+    if let Some(t) = &lplan.shard {
+        eprintln!("shard {}/{} of plan {}", t.shard, t.shards, t.plan_hash);
+    }
+    let gate = match args.start_at {
+        Some(at) => {
+            let (sync, local) = clock::sync(&conn.http, at).await?;
+            lplan.start = Some(sync);
+            Some(local)
+        }
+        None => None,
+    };
     let ceiling = limit
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
@@ -322,6 +371,8 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             requests: old.0,
             server_metrics: old.1,
         },
+        shard,
+        gate,
     };
     // Warm-up, excluded: connections and the server's first-request costs.
     {
@@ -366,12 +417,28 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
                         requests,
                         lplan.duration_s.map(Duration::from_secs_f64),
                     );
+                    let (at, part) = match ctx.shard {
+                        Some(s) => {
+                            let mine = s.arrivals(&at);
+                            let part = Part {
+                                workers: None,
+                                indices: Some(mine.iter().map(|a| a.0).collect()),
+                            };
+                            (mine.into_iter().map(|a| a.1).collect(), part)
+                        }
+                        None => (at, Part::default()),
+                    };
+                    if let (true, Some(s)) = (at.is_empty(), ctx.shard) {
+                        let note = format!("no arrival of this cell's schedule falls to shard {s}");
+                        empty_cell(&mut ctx, key, None, note).await?;
+                        continue;
+                    }
                     let load = Load::Open {
                         at,
                         max_concurrency: lplan.max_concurrency.map(|m| m as usize),
                         pacing: Pacing::Thread { spin: SEND_SPIN },
                     };
-                    run_cell(&mut ctx, key, load, Budget::Requests(0), &tail).await?;
+                    run_cell(&mut ctx, key, load, Budget::Requests(0), &tail, part).await?;
                 }
             }
             Mode::Knee => {
@@ -386,7 +453,8 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
                     n,
                     args.output_tokens,
                 );
-                let k = knee_record(&ctx.out.cells, n, &found, planned);
+                let mut k = knee_record(&ctx.out.cells, n, &found, planned);
+                k.shard = ctx.plan.shard;
                 ctx.collector.append(&Record::Knee(k.clone()))?;
                 ctx.collector.sync()?;
                 ctx.out.knees.push(k);
@@ -446,11 +514,59 @@ async fn closed_cell(
         concurrency: Some(c),
         rate: None,
     };
-    let budget = closed_budget(&ctx.plan, c);
-    let load = Load::Closed {
-        concurrency: c as usize,
+    let mut budget = closed_budget(&ctx.plan, c);
+    let Some(s) = ctx.shard else {
+        let load = Load::Closed {
+            concurrency: c as usize,
+        };
+        return run_cell(ctx, key, load, budget, tail, Part::default()).await;
     };
-    run_cell(ctx, key, load, budget, tail).await
+    let workers = s.workers(c);
+    if workers == 0 {
+        let note = format!("shard {s} runs none of this cell's {c} workers");
+        return empty_cell(ctx, key, Some(0), note).await;
+    }
+    if let Budget::Requests(n) = budget {
+        budget = Budget::Requests(s.requests(n, c));
+    }
+    let load = Load::Closed {
+        concurrency: workers as usize,
+    };
+    let part = Part {
+        workers: Some(workers),
+        indices: None,
+    };
+    run_cell(ctx, key, load, budget, tail, part).await
+}
+
+/// A cell in which this shard has nothing to send: recorded so that its file is complete.
+async fn empty_cell(
+    ctx: &mut Ctx,
+    key: CellKey,
+    workers: Option<u32>,
+    note: String,
+) -> anyhow::Result<CellRecord> {
+    if let Some(c) = ctx.done.iter().find(|c| c.cell.same(&key)) {
+        let c = c.clone();
+        ctx.out.cells.push(c.clone());
+        return Ok(c);
+    }
+    if let Some(at) = ctx.gate.take() {
+        clock::wait_until(at).await?;
+    }
+    let cell = CellRecord {
+        cell: key,
+        shard: ctx.plan.shard,
+        workers,
+        notes: vec![note],
+        ..Default::default()
+    };
+    ctx.collector
+        .append(&Record::Cell(Box::new(cell.clone())))?;
+    ctx.collector.sync()?;
+    eprintln!("{}", render::progress_line(&cell));
+    ctx.out.cells.push(cell.clone());
+    Ok(cell)
 }
 
 /// The knee of length `n` beside the planner's count and the onset of server queueing.
@@ -490,6 +606,7 @@ fn knee_record(
                 (f64::from(*c), g)
             })
             .collect(),
+        shard: None,
     }
 }
 
@@ -524,7 +641,11 @@ fn open_output(
             let old_run = f
                 .run
                 .ok_or_else(|| anyhow::anyhow!("--resume {}: no run record", path.display()))?;
-            if f.load.plan.as_ref() != Some(plan) {
+            let unstarted = |p: &LoadPlan| LoadPlan {
+                start: None,
+                ..p.clone()
+            };
+            if f.load.plan.as_ref().map(unstarted) != Some(unstarted(plan)) {
                 anyhow::bail!(
                     "--resume {}: the file holds a different load plan (or no load at all); \
                      use the same options or another --out",
@@ -588,12 +709,17 @@ async fn run_cell(
     load: Load,
     budget: Budget,
     tails: &Arc<[Tail]>,
+    part: Part,
 ) -> anyhow::Result<CellRecord> {
     if let Some(c) = ctx.done.iter().find(|c| c.cell.same(&key)) {
         let c = c.clone();
         ctx.out.cells.push(c.clone());
         return Ok(c);
     }
+    if let Some(at) = ctx.gate.take() {
+        clock::wait_until(at).await?;
+    }
+    let tag = ctx.plan.shard;
     let start = Instant::now();
     let in_flight = InFlight::default();
     let (tx, rx) = mpsc::unbounded_channel::<Record>();
@@ -602,6 +728,7 @@ async fn run_cell(
         tokio::spawn(telemetry::scrape_cell(
             ctx.http.clone(),
             key,
+            tag,
             start,
             in_flight.clone(),
             tx.clone(),
@@ -616,10 +743,19 @@ async fn run_cell(
         cell: key,
     });
     let heads = ctx.heads.clone();
-    let send = move |slot: run::Slot| {
+    let indices = part.indices.clone();
+    let send = move |mut slot: run::Slot| {
+        // A shard's open-loop request keeps its index in the unsharded schedule.
+        if let Some(ix) = &indices {
+            slot.index = ix[slot.index as usize];
+        }
         let shot = shot.clone();
         let head = heads.next();
-        async move { Record::Request(Box::new(shot.fire(slot, head).await)) }
+        async move {
+            let mut r = shot.fire(slot, head).await;
+            r.shard = tag;
+            Record::Request(Box::new(r))
+        }
     };
     let runner = tokio::spawn(run::run(load, budget, start, in_flight, send, tx));
     let drive = async move {
@@ -643,13 +779,21 @@ async fn run_cell(
         }
     }
     requests.sort_by_key(|r| r.index);
-    let cell = cell::summarise(
-        key,
+    // A shard's steady state is its own workers in flight.
+    let target = CellKey {
+        concurrency: part.workers.or(key.concurrency),
+        ..key
+    };
+    let mut cell = cell::summarise(
+        target,
         &requests.iter().collect::<Vec<_>>(),
         &scrapes.iter().collect::<Vec<_>>(),
         &ctx.plan.slo,
         ctx.plan.goodput_target,
     );
+    cell.cell = key;
+    cell.shard = tag;
+    cell.workers = part.workers;
     ctx.collector
         .append(&Record::Cell(Box::new(cell.clone())))?;
     ctx.collector.sync()?;

@@ -3,7 +3,7 @@
 
 use crate::backend::http::Http;
 use crate::record::Record;
-use crate::record::load::{CellKey, ServerCell, ServerMetricsRecord, ServerReading};
+use crate::record::load::{CellKey, ServerCell, ServerMetricsRecord, ServerReading, ShardTag};
 use crate::run::runner::InFlight;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -77,6 +77,7 @@ async fn fetch(http: &Http) -> Option<ServerReading> {
 pub async fn scrape_cell(
     http: Http,
     cell: CellKey,
+    shard: Option<ShardTag>,
     start: Instant,
     in_flight: InFlight,
     tx: mpsc::UnboundedSender<Record>,
@@ -100,6 +101,7 @@ pub async fn scrape_cell(
                 t_s: t,
                 client_in_flight: client,
                 server: s,
+                shard,
             };
             if tx.send(Record::ServerMetrics(r)).is_err() {
                 break;

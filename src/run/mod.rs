@@ -8,6 +8,7 @@ pub mod hist;
 pub mod jobs;
 pub mod runner;
 pub mod schedule;
+pub mod shard;
 pub mod target;
 pub mod writer;
 
