@@ -21,6 +21,7 @@ pub mod sim;
 pub mod stats;
 pub mod summary;
 pub mod sweep;
+pub mod trace;
 pub mod workload;
 
 use cli::{Cli, Command};

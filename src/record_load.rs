@@ -43,6 +43,54 @@ pub struct LoadPlan {
     pub slo: Slo,
     pub goodput_target: f64,
     pub seed: u64,
+    /// `load --trace`: how the trace was replayed (mode `trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TracePlan>,
+}
+
+/// How a trace was replayed, and what the report needs to judge its hits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TracePlan {
+    pub file: String,
+    /// `mooncake` or `jsonl`.
+    pub format: String,
+    pub block_tokens: u64,
+    pub time_scale: f64,
+    pub limit: Option<u64>,
+    pub window: Option<String>,
+    /// Requests replayed (after the window and the limit).
+    pub requests: u64,
+    /// The server's cache page, tokens (1 when it does not say): possible hits are whole pages.
+    pub page_tokens: u64,
+    /// Distinct prompt tokens of the replayed requests: what a cache must hold to miss
+    /// nothing the trace shares.
+    pub working_set_tokens: u64,
+    /// The server's KV pool, tokens, when it says.
+    pub kv_pool_tokens: Option<u64>,
+    /// What block contents are made of (filler, or the content's label).
+    pub content: String,
+}
+
+/// A replayed trace request: where it came from and what its sharing makes possible.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TraceRequestInfo {
+    /// Line in the trace file.
+    pub line: usize,
+    /// The trace's own time of the request, seconds since the first replayed one (unscaled).
+    pub trace_s: f64,
+    /// Its prefix group: the first block id.
+    pub group: u64,
+    pub input_length: u64,
+    pub output_length: u64,
+    /// Leading blocks an earlier replayed request shared.
+    pub shared_blocks: u32,
+    pub shared_tokens: u64,
+    /// Cached tokens the trace makes possible: `shared_tokens`, at most input − 1, in
+    /// whole cache pages.
+    pub possible_cached_tokens: u64,
+    /// Fewer output tokens than `output_length` came back.
+    #[serde(default)]
+    pub early_stop: bool,
 }
 
 /// Which cell a record belongs to: a length and either a concurrency or a rate.
@@ -67,7 +115,7 @@ impl CellKey {
         match (self.concurrency, self.rate) {
             (Some(c), _) => format!("c={c}"),
             (_, Some(r)) => format!("r={r}/s"),
-            _ => "-".into(),
+            _ => "trace".into(),
         }
     }
 }
@@ -116,6 +164,9 @@ pub struct RequestRecord {
     /// Speculative decoding: the acceptance of this request (as on sweep samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<crate::record::SpecStats>,
+    /// `load --trace`: the trace request this was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRequestInfo>,
 }
 
 impl RequestRecord {

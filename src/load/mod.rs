@@ -73,6 +73,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
     let (format, html) = (args.format, args.html.clone());
     let r = execute(args).await?;
     print!("{}", render::render(&r.plan, &r.cells, &r.knees, format));
+    print!("{}", trace_text(&r, format));
     if let Some(path) = html {
         render::write_html(&path, &r)?;
     }
@@ -143,6 +144,9 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
     if args.max_concurrency == Some(0) {
         anyhow::bail!("--max-concurrency must be at least 1");
     }
+    if args.max_concurrency.is_some() && args.rate.is_none() {
+        anyhow::bail!("--max-concurrency needs --rate or --trace (an open loop)");
+    }
     if args.knee_max == 0 {
         anyhow::bail!("--knee-max must be at least 1");
     }
@@ -185,18 +189,66 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>)> {
         slo,
         goodput_target: args.goodput_target,
         seed: args.seed,
+        trace: None,
     };
     Ok((mode, p, arrival))
 }
 
+/// The run record of a load run (sweep fields that do not apply are empty).
+pub(crate) fn run_record(
+    args: &LoadArgs,
+    url: &str,
+    conn: &backend::Connected,
+    lengths: Vec<u64>,
+    prompt_mode: &str,
+    content: String,
+) -> anyhow::Result<RunRecord> {
+    let info = &conn.info;
+    Ok(RunRecord {
+        schema: crate::record::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        target: Target {
+            url: strip_credentials(url),
+            api: conn.backend.api().to_string(),
+            model: Some(conn.model.clone()),
+            server_info: serde_json::to_value(info)?,
+            checks: Default::default(),
+        },
+        config: RunConfig {
+            lengths,
+            output_tokens: args.output_tokens,
+            reps: 0,
+            method: "load".into(),
+            cache_bust: "nonce".into(),
+            needle: false,
+            needle_depths: Vec::new(),
+            timeout: args.timeout.to_string(),
+            seed: args.seed,
+            prompt_mode: prompt_mode.to_string(),
+            rtt_s: info.rtt_s,
+            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
+            depth: None,
+            content: Some(content),
+        },
+    })
+}
+
 /// Fresh nonce heads, one per request.
-struct Heads {
+pub(crate) struct Heads {
     vocab: Option<prompt::IdVocabulary>,
     nonce: Mutex<NonceSource>,
 }
 
 impl Heads {
-    fn next(&self) -> Prompt {
+    pub(crate) fn new(vocab: Option<prompt::IdVocabulary>, nonce: NonceSource) -> Self {
+        Heads {
+            vocab,
+            nonce: Mutex::new(nonce),
+        }
+    }
+
+    pub(crate) fn next(&self) -> Prompt {
         let mut n = self.nonce.lock().unwrap_or_else(|p| p.into_inner());
         match &self.vocab {
             Some(v) => prompt::build_ids(v, NONCE_TOKENS as u64, Some(&mut n), None),
@@ -206,20 +258,23 @@ impl Heads {
 }
 
 /// The state cells share.
-struct Ctx {
-    backend: Arc<dyn Backend>,
-    http: Http,
-    collector: Collector,
-    heads: Arc<Heads>,
-    plan: LoadPlan,
-    metrics: bool,
-    deadline: Duration,
-    done: Vec<CellRecord>,
-    out: LoadResult,
+pub(crate) struct Ctx {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) http: Http,
+    pub(crate) collector: Collector,
+    pub(crate) heads: Arc<Heads>,
+    pub(crate) plan: LoadPlan,
+    pub(crate) metrics: bool,
+    pub(crate) deadline: Duration,
+    pub(crate) done: Vec<CellRecord>,
+    pub(crate) out: LoadResult,
 }
 
 /// Run the load plan (library entry point used by tests).
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
+    if args.trace.is_some() {
+        return crate::trace::replay::execute(args).await;
+    }
     let (mode, mut lplan, arrival) = plan(&args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let run::target::Connection {
@@ -271,39 +326,16 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             "note: no server metrics (no usable /metrics): server-side running/waiting/KV are not shown"
         );
     }
-    let run = RunRecord {
-        schema: crate::record::SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        target: Target {
-            url: strip_credentials(&url),
-            api: conn.backend.api().to_string(),
-            model: Some(conn.model.clone()),
-            server_info: serde_json::to_value(&info)?,
-            checks: Default::default(),
-        },
-        config: RunConfig {
-            lengths: lengths.clone(),
-            output_tokens: args.output_tokens,
-            reps: 0,
-            method: "load".into(),
-            cache_bust: "nonce".into(),
-            needle: false,
-            needle_depths: Vec::new(),
-            timeout: args.timeout.to_string(),
-            seed: args.seed,
-            prompt_mode: prompts.mode().name().to_string(),
-            rtt_s: info.rtt_s,
-            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
-            depth: None,
-            content: Some(prompts.content_label()),
-        },
-    };
+    let run = run_record(
+        &args,
+        &url,
+        &conn,
+        lengths.clone(),
+        prompts.mode().name(),
+        prompts.content_label(),
+    )?;
     let (writer, run, done, old) = open_output(&args, run, &lplan)?;
-    let heads = Arc::new(Heads {
-        vocab: prompts.id_vocabulary().cloned(),
-        nonce: Mutex::new(nonce),
-    });
+    let heads = Arc::new(Heads::new(prompts.id_vocabulary().cloned(), nonce));
     let backend: Arc<dyn Backend> = Arc::from(conn.backend);
     let mut ctx = Ctx {
         backend,
@@ -503,7 +535,7 @@ fn closed_budget(p: &LoadPlan, c: u32) -> Budget {
 
 /// Create the file, or continue it keeping only complete cells.
 #[allow(clippy::type_complexity)]
-fn open_output(
+pub(crate) fn open_output(
     args: &LoadArgs,
     run: RunRecord,
     plan: &LoadPlan,
@@ -589,6 +621,36 @@ async fn run_cell(
     budget: Budget,
     tails: &Arc<[Tail]>,
 ) -> anyhow::Result<CellRecord> {
+    let shot = Arc::new(Shot {
+        backend: ctx.backend.clone(),
+        tails: tails.clone(),
+        output_tokens: ctx.plan.output_tokens,
+        deadline: ctx.deadline,
+        cell: key,
+    });
+    let heads = ctx.heads.clone();
+    let send = move |slot: run::Slot| {
+        let shot = shot.clone();
+        let head = heads.next();
+        async move { Record::Request(Box::new(shot.fire(slot, head).await)) }
+    };
+    run_cell_with(ctx, key, load, budget, send).await
+}
+
+/// Run one cell whose requests `send` makes (or return it from the resumed file): the
+/// runner, the telemetry scraper, the collector writing each record as it comes, the
+/// cell's summary.
+pub(crate) async fn run_cell_with<F, Fut>(
+    ctx: &mut Ctx,
+    key: CellKey,
+    load: Load,
+    budget: Budget,
+    send: F,
+) -> anyhow::Result<CellRecord>
+where
+    F: Fn(run::Slot) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Record> + Send + 'static,
+{
     if let Some(c) = ctx.done.iter().find(|c| c.cell.same(&key)) {
         let c = c.clone();
         ctx.out.cells.push(c.clone());
@@ -608,19 +670,6 @@ async fn run_cell(
             stop_rx,
         ))
     });
-    let shot = Arc::new(Shot {
-        backend: ctx.backend.clone(),
-        tails: tails.clone(),
-        output_tokens: ctx.plan.output_tokens,
-        deadline: ctx.deadline,
-        cell: key,
-    });
-    let heads = ctx.heads.clone();
-    let send = move |slot: run::Slot| {
-        let shot = shot.clone();
-        let head = heads.next();
-        async move { Record::Request(Box::new(shot.fire(slot, head).await)) }
-    };
     let runner = tokio::spawn(run::run(load, budget, start, in_flight, send, tx));
     let drive = async move {
         let r = runner.await;
@@ -683,10 +732,19 @@ pub fn report_files(
         "{}",
         render::render(&r.plan, &r.cells, &r.knees, args.format)
     );
+    print!("{}", trace_text(&r, args.format));
     if let Some(h) = &args.html {
         render::write_html(h, &r)?;
     }
     Ok(r.exit_code())
+}
+
+/// A trace replay's hit section for the text formats (JSON and CSV stay one document).
+fn trace_text(r: &LoadResult, format: crate::cli::Format) -> String {
+    match format {
+        crate::cli::Format::Table | crate::cli::Format::Markdown => crate::trace::render::text(r),
+        _ => String::new(),
+    }
 }
 
 /// `ctxbench compare` on two load files: common cells side by side.

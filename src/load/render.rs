@@ -370,6 +370,7 @@ pub fn html(r: &LoadResult) -> String {
     if !ns.is_empty() {
         body.push_str(&format!("<pre>{}</pre>", escape(&ns)));
     }
+    body.push_str(&crate::trace::render::html(r));
     for c in &charts {
         body.push_str(&c.to_svg());
     }
