@@ -264,11 +264,6 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         pacing: Pacing::Thread { spin: SEND_SPIN },
     };
     load::run_cell_with(&mut ctx, key, load, Budget::Requests(0), send).await?;
-    if !ctx.metrics {
-        eprintln!(
-            "note: no server metrics (no usable /metrics): server-side running/waiting/KV are not shown"
-        );
-    }
     Ok(ctx.out)
 }
 
