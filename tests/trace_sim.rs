@@ -132,6 +132,13 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
     assert!(text.contains("prefix hits: possible"), "{text}");
     let html = ctxbench::load::render::html(&merged);
     assert!(html.contains("chart-trace-hits") && html.contains("chart-trace-ttft"));
+    let json: serde_json::Value = serde_json::from_str(&ctxbench::load::render::render_result(
+        &merged,
+        ctxbench::cli::Format::Json,
+    ))
+    .unwrap();
+    assert_eq!(json["trace"]["exact"], 200);
+    assert_eq!(json["plan"]["trace"]["requests"], 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -210,5 +217,28 @@ async fn bad_traces_are_refused_by_line_with_nothing_sent() {
         assert!(e.to_string().contains(want), "case {i}: {e}");
         assert!(!out.exists(), "case {i}: nothing written");
     }
+    // Flags that cannot work are refused before anything is sent too.
+    let path = dir.path().join("ok.jsonl");
+    std::fs::write(&path, good).unwrap();
+    let p = path.to_str().unwrap();
+    for (flags, want) in [
+        (vec!["--time-scale", "0"], "--time-scale"),
+        (vec!["--trace-window", "1m.."], "no request is left"),
+        (vec!["--trace-window", "5s"], "--trace-window"),
+        (vec!["--trace-limit", "0"], "--trace-limit"),
+        (vec!["--block-tokens", "0"], "--block-tokens"),
+    ] {
+        let mut argv = vec!["--trace", p];
+        argv.extend(flags);
+        let e = ctxbench::load::execute(load_args(&s.url(), &argv))
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{argv:?} was accepted"));
+        assert!(e.to_string().contains(want), "{argv:?}: {e}");
+    }
+    assert!(
+        Cli::try_parse_from(["ctxbench", "load", "--trace", p, "--rate", "1"]).is_err(),
+        "--trace replaces --rate"
+    );
     assert!(s.truth().is_empty(), "nothing was sent");
 }

@@ -72,8 +72,7 @@ impl LoadResult {
 pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
     let (format, html) = (args.format, args.html.clone());
     let r = execute(args).await?;
-    print!("{}", render::render(&r.plan, &r.cells, &r.knees, format));
-    print!("{}", trace_text(&r, format));
+    print!("{}", render::render_result(&r, format));
     if let Some(path) = html {
         render::write_html(&path, &r)?;
     }
@@ -728,23 +727,11 @@ pub fn report_files(
         }
     }
     let r = merge::merge(&files)?;
-    print!(
-        "{}",
-        render::render(&r.plan, &r.cells, &r.knees, args.format)
-    );
-    print!("{}", trace_text(&r, args.format));
+    print!("{}", render::render_result(&r, args.format));
     if let Some(h) = &args.html {
         render::write_html(h, &r)?;
     }
     Ok(r.exit_code())
-}
-
-/// A trace replay's hit section for the text formats (JSON and CSV stay one document).
-fn trace_text(r: &LoadResult, format: crate::cli::Format) -> String {
-    match format {
-        crate::cli::Format::Table | crate::cli::Format::Markdown => crate::trace::render::text(r),
-        _ => String::new(),
-    }
 }
 
 /// `ctxbench compare` on two load files: common cells side by side.

@@ -11,7 +11,7 @@ const BINS: usize = 20;
 const FAR_BELOW: f64 = 0.8;
 
 /// One time bin: requests scheduled in [t_s, t_s + width).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Bin {
     pub t_s: f64,
     pub requests: u64,
@@ -23,7 +23,7 @@ pub struct Bin {
 }
 
 /// What the replay's hits came to.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Hits {
     pub requests: u64,
     pub ok: u64,
