@@ -142,6 +142,71 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_blocks_share_exactly_and_text_only_servers_are_refused() {
+    let _t = common::timing_lock().await;
+    let mut flags = COSTS.to_vec();
+    flags.extend(["--kv-pool-tokens", "1000000"]);
+    let s = sim(&flags).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, out) = (dir.path().join("t.jsonl"), dir.path().join("out.jsonl"));
+    write_trace(&trace);
+    let r = ctxbench::load::execute(load_args(
+        &s.url(),
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--trace-limit",
+            "60",
+            "--corpus",
+            "builtin:prose",
+            "--slo",
+            "",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    ))
+    .await
+    .expect("the trace replays on corpus blocks");
+    assert_eq!(r.requests.len(), 60);
+    assert!(
+        r.plan
+            .trace
+            .as_ref()
+            .unwrap()
+            .content
+            .contains("builtin:prose")
+    );
+    for q in &r.requests {
+        let info = q.trace.as_ref().unwrap();
+        assert_eq!(q.prompt_tokens, Some(info.input_length));
+        assert_eq!(
+            q.cached_tokens,
+            Some(info.possible_cached_tokens),
+            "line {}",
+            info.line
+        );
+    }
+    // 60 requests: 12 strangers, 16 first turns, 32 later turns that hit.
+    let hits = r
+        .requests
+        .iter()
+        .filter(|q| q.cached_tokens > Some(0))
+        .count();
+    assert_eq!(hits, 32);
+
+    let text_only = sim(&["--persona", "tgi"]).await;
+    let e = ctxbench::load::execute(load_args(
+        &text_only.url(),
+        &["--trace", trace.to_str().unwrap()],
+    ))
+    .await
+    .err()
+    .expect("a text-only API is refused");
+    assert!(e.to_string().contains("token ids"), "{e}");
+    assert!(text_only.truth().is_empty(), "nothing was generated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_smaller_than_the_working_set_is_named_as_eviction() {
     let _t = common::timing_lock().await;
     let mut flags = COSTS.to_vec();

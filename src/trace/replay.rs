@@ -73,6 +73,16 @@ fn check_context(requests: &[TraceRequest], limit: Option<u64>) -> anyhow::Resul
     Ok(())
 }
 
+/// Why a text-only API cannot replay a trace.
+fn text_only(api: &str) -> String {
+    format!(
+        "--trace: prompts must be token-exact so that equal block ids are equal tokens, which \
+         needs a server taking token ids (SGLang, llama.cpp, vLLM's completions with its \
+         tokenizer); {api} takes text here (block texts tokenized apart are not the tokens of \
+         their concatenation)"
+    )
+}
+
 /// What one send needs.
 struct Shot {
     backend: Arc<dyn Backend>,
@@ -132,6 +142,9 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     .await?;
     let info = conn.info.clone();
     check_context(&requests, info.context_length)?;
+    if !conn.backend.takes_token_ids() {
+        anyhow::bail!("{}", text_only(conn.backend.api()));
+    }
     let mut nonce = NonceSource::from_entropy();
     let content = crate::workload::load_content(
         args.content.corpus.as_deref(),
@@ -146,13 +159,10 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         content.as_ref(),
     )
     .await?;
-    let vocab = prompts.id_vocabulary().cloned().ok_or_else(|| {
-        anyhow::anyhow!(
-            "--trace: prompts must be token-exact so that equal blocks are equal tokens, which \
-             needs a server taking token ids (SGLang, llama.cpp); {} takes text only",
-            conn.backend.api()
-        )
-    })?;
+    let vocab = prompts
+        .id_vocabulary()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("{}", text_only(conn.backend.api())))?;
     let salt: u64 = rand::rng().random();
     let mut blocks = Blocks::filler(args.block_tokens, vocab.nonce_pool.clone(), salt)?;
     if prompts.has_content() {
