@@ -259,7 +259,10 @@ Examples:
   # one plan over 3 clients (each its own machine, or a Kubernetes Indexed Job's pods):
   ctxbench load --url http://srv:30000 --lengths 32k --rate 6 --shard 0/3 \\
       --start-at 2025-06-01T12:00:00Z --out shard-0.jsonl     # and 1/3, 2/3 elsewhere
-  ctxbench report shard-0.jsonl shard-1.jsonl shard-2.jsonl   # merged; names a missing shard";
+  ctxbench report shard-0.jsonl shard-1.jsonl shard-2.jsonl   # merged; names a missing shard
+
+  ctxbench load --url http://127.0.0.1:30000 --trace mooncake.jsonl --time-scale 0.5 \\
+      --trace-window 10m..20m --max-concurrency 64 --out trace.jsonl --html trace.html";
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = LOAD_HELP)]
@@ -279,9 +282,33 @@ pub struct LoadArgs {
     /// Open loop: gaps between arrivals: poisson, constant or gamma:CV.
     #[arg(long, default_value = "poisson", requires = "rate")]
     pub arrival: String,
-    /// Open loop: at most this many in flight; later arrivals wait (and are late).
-    #[arg(long, requires = "rate")]
+    /// Open loop (--rate or --trace): at most this many in flight; later arrivals wait
+    /// (and are late).
+    #[arg(long)]
     pub max_concurrency: Option<u32>,
+    /// Replay a request trace (one JSON line per request: `timestamp` ms, `input_length`,
+    /// `output_length`, `hash_ids`) at its recorded times, with its prefix sharing: equal
+    /// block ids become equal tokens. Compares the server's cached tokens with what the
+    /// trace makes possible. Example: --trace mooncake_trace.jsonl --time-scale 0.5
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["concurrency", "rate", "find_knee", "resume"])]
+    pub trace: Option<PathBuf>,
+    /// How the trace's lines are read: mooncake (every field required) or jsonl
+    /// (`hash_ids` optional: a line without shares nothing).
+    #[arg(long, value_enum, default_value = "mooncake", requires = "trace")]
+    pub trace_format: crate::trace::format::TraceFormat,
+    /// Tokens per `hash_ids` block (Mooncake's traces use 512; the last block may be partial).
+    #[arg(long, default_value_t = 512, requires = "trace")]
+    pub block_tokens: u64,
+    /// Multiply the trace's gaps by this: 0.5 replays twice as fast. Example: --time-scale 0.5
+    #[arg(long, default_value_t = 1.0, requires = "trace")]
+    pub time_scale: f64,
+    /// Replay at most this many requests (after --trace-window).
+    #[arg(long, value_name = "N", requires = "trace")]
+    pub trace_limit: Option<u64>,
+    /// Replay the requests in START..END of the trace's time (from its first request;
+    /// either end may be left out). Example: --trace-window 10m..20m
+    #[arg(long, value_name = "START..END", requires = "trace")]
+    pub trace_window: Option<String>,
     /// Per length, the largest concurrency meeting --slo at --goodput-target.
     #[arg(long)]
     pub find_knee: bool,

@@ -50,6 +50,9 @@ pub struct LoadPlan {
     /// it; not part of the plan's hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<StartSync>,
+    /// `load --trace`: how the trace was replayed (mode `trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TracePlan>,
 }
 
 /// The hash of a load plan as run unsharded (64-bit FNV-1a of its canonical JSON), written
@@ -101,6 +104,52 @@ pub struct StartSync {
     pub clock_offset_uncertainty_s: Option<f64>,
 }
 
+/// How a trace was replayed, and what the report needs to judge its hits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TracePlan {
+    pub file: String,
+    /// `mooncake` or `jsonl`.
+    pub format: String,
+    pub block_tokens: u64,
+    pub time_scale: f64,
+    pub limit: Option<u64>,
+    pub window: Option<String>,
+    /// Requests replayed (after the window and the limit).
+    pub requests: u64,
+    /// The server's cache page, tokens (1 when it does not say): possible hits are whole pages.
+    pub page_tokens: u64,
+    /// Distinct prompt tokens of the replayed requests: what a cache must hold to miss
+    /// nothing the trace shares.
+    pub working_set_tokens: u64,
+    /// The server's KV pool, tokens, when it says.
+    pub kv_pool_tokens: Option<u64>,
+    /// What block contents are made of (filler, or the content's label).
+    pub content: String,
+}
+
+/// A replayed trace request: where it came from and what its sharing makes possible.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TraceRequestInfo {
+    /// Line in the trace file.
+    pub line: usize,
+    /// The trace's own time of the request, seconds since the first replayed one (unscaled).
+    pub trace_s: f64,
+    /// Its prefix group (`trace::groups`: 0, 1, … in order of each group's first request);
+    /// a sharded replay keeps each group on one shard.
+    pub group: u64,
+    pub input_length: u64,
+    pub output_length: u64,
+    /// Leading blocks an earlier replayed request shared.
+    pub shared_blocks: u32,
+    pub shared_tokens: u64,
+    /// Cached tokens the trace makes possible: `shared_tokens`, at most input − 1, in
+    /// whole cache pages.
+    pub possible_cached_tokens: u64,
+    /// Fewer output tokens than `output_length` came back.
+    #[serde(default)]
+    pub early_stop: bool,
+}
+
 /// Which cell a record belongs to: a length and either a concurrency or a rate.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
 pub struct CellKey {
@@ -123,7 +172,7 @@ impl CellKey {
         match (self.concurrency, self.rate) {
             (Some(c), _) => format!("c={c}"),
             (_, Some(r)) => format!("r={r}/s"),
-            _ => "-".into(),
+            _ => "trace".into(),
         }
     }
 }
@@ -175,6 +224,9 @@ pub struct RequestRecord {
     /// Sharded runs: which shard sent it.
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardTag>,
+    /// `load --trace`: the trace request this was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRequestInfo>,
 }
 
 impl RequestRecord {

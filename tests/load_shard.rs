@@ -274,3 +274,125 @@ async fn closed_loop_shards_split_workers_and_requests_and_foreign_plans_are_ref
         .to_string();
     assert!(e.contains("cannot be sharded"), "{e}");
 }
+
+/// Trace costs: 2 ms + 1M tok/s prefill (a 4k prompt ~6 ms), 1 ms per decode step, a pool
+/// far larger than the trace: every shared block is still cached when it is asked again.
+const TRACE_SIM: &[&str] = &[
+    "--sim-t0",
+    "0.002",
+    "--sim-p0",
+    "1e6",
+    "--sim-q",
+    "0",
+    "--sim-d0",
+    "0.001",
+    "--sim-d1",
+    "0",
+    "--kv-pool-tokens",
+    "1000000",
+];
+
+/// 12 conversations 60 ms apart, 3 turns each 400 ms apart; every prompt opens with the
+/// same 2-block system prompt, then 3 blocks of its conversation's own, one more per turn.
+/// A conversation shares 2 of its first turn's 5 blocks with the others: each is a prefix
+/// group of its own (12 groups, 4 per shard), and every first turn but the very first can
+/// hit the system prompt that another shard's conversation sent before it. Input lengths are
+/// distinct (the last block holds 100 + conversation × 3 + turn tokens).
+fn write_shared_trace(path: &Path) -> usize {
+    let mut lines = Vec::new();
+    for c in 0..12u64 {
+        for turn in 0..3u64 {
+            let own = 3 + turn;
+            let mut ids = vec![0u64, 1];
+            ids.extend((0..own).map(|b| 1000 * (c + 1) + b));
+            let input = (ids.len() as u64 - 1) * 512 + 100 + c * 3 + turn;
+            lines.push((c * 60 + turn * 400, input, ids));
+        }
+    }
+    lines.sort_by_key(|l| l.0);
+    let text: String = lines
+        .iter()
+        .map(|(t, input, ids)| {
+            format!(
+                "{{\"timestamp\": {t}, \"input_length\": {input}, \"output_length\": 4, \"hash_ids\": {ids:?}}}\n"
+            )
+        })
+        .collect();
+    std::fs::write(path, text).unwrap();
+    lines.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_trace_keeps_groups_together_and_shares_blocks_across_shards() {
+    let _t = timing_lock().await;
+    let s = sim(TRACE_SIM).await;
+    let url = s.url();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let n = write_shared_trace(&trace);
+    let start_at = humantime::format_rfc3339_millis(SystemTime::now() + START_AHEAD).to_string();
+    let plan = [
+        "--trace".to_string(),
+        trace.display().to_string(),
+        "--slo".into(),
+        String::new(),
+        "--start-at".into(),
+        start_at,
+    ];
+    let (u, d) = (url.clone(), dir.path().to_path_buf());
+    let paths = tokio::task::spawn_blocking(move || {
+        let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
+        run_shards(&u, &plan, 3, &d, &[])
+    })
+    .await
+    .unwrap();
+    let files = named(&paths);
+    for (i, (name, f)) in files.iter().enumerate() {
+        assert_eq!(
+            f.load.requests.len(),
+            12,
+            "{name}: 4 conversations of 3 turns"
+        );
+        for q in &f.load.requests {
+            let group = q.trace.as_ref().unwrap().group;
+            assert_eq!(
+                group % 3,
+                i as u64,
+                "{name}: group {group} is shard {}'s",
+                group % 3
+            );
+        }
+    }
+    let merged = merge(&files).expect("the three shards merge");
+    let mut indices: Vec<u64> = merged.requests.iter().map(|q| q.index).collect();
+    indices.sort_unstable();
+    assert_eq!(
+        indices,
+        (0..n as u64).collect::<Vec<_>>(),
+        "each request once"
+    );
+    let mut cross_shard = 0;
+    for q in &merged.requests {
+        let info = q.trace.as_ref().unwrap();
+        assert!(q.ok, "line {}: {:?}", info.line, q.error);
+        assert_eq!(q.prompt_tokens, Some(info.input_length), "token-exact");
+        // Blocks equal across shards (one salt per run), each shared block still cached
+        // and finished long before it is asked again: what was possible is what hit.
+        assert_eq!(
+            q.cached_tokens,
+            Some(info.possible_cached_tokens),
+            "line {}",
+            info.line
+        );
+        if info.line > 1 && info.shared_blocks == 2 {
+            assert_eq!(q.cached_tokens, Some(1024), "line {}", info.line);
+            cross_shard += 1;
+        }
+    }
+    assert_eq!(
+        cross_shard, 11,
+        "every first turn but the first hit the system prompt"
+    );
+    let h = ctxbench::trace::render::hits(&merged).unwrap();
+    assert_eq!(h.exact as usize, n);
+}

@@ -84,7 +84,7 @@ impl LoadResult {
 pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
     let (format, html) = (args.format, args.html.clone());
     let r = execute(args).await?;
-    print!("{}", render::render(&r.plan, &r.cells, &r.knees, format));
+    print!("{}", render::render_result(&r, format));
     if let Some(path) = html {
         render::write_html(&path, &r)?;
     }
@@ -155,6 +155,9 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>, Opt
     if args.max_concurrency == Some(0) {
         anyhow::bail!("--max-concurrency must be at least 1");
     }
+    if args.max_concurrency.is_some() && args.rate.is_none() {
+        anyhow::bail!("--max-concurrency needs --rate or --trace (an open loop)");
+    }
     if args.knee_max == 0 {
         anyhow::bail!("--knee-max must be at least 1");
     }
@@ -206,18 +209,93 @@ fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>, Opt
         seed: args.seed,
         shard: None,
         start: None,
+        trace: None,
     };
     Ok((mode, p, arrival, shard))
 }
 
+/// Tag the plan with this process's shard (its hash taken over the plan as run unsharded)
+/// and, with `--start-at`, measure this clock against the server's: the local time the first
+/// cell starts at.
+pub(crate) async fn shard_and_start(
+    args: &LoadArgs,
+    shard: Option<Shard>,
+    plan: &mut LoadPlan,
+    http: &Http,
+) -> anyhow::Result<Option<std::time::SystemTime>> {
+    plan.shard = shard.map(|s| ShardTag {
+        shard: s.index(),
+        shards: s.count(),
+        plan_hash: shard::plan_hash(plan),
+    });
+    if let Some(t) = &plan.shard {
+        eprintln!("shard {}/{} of plan {}", t.shard, t.shards, t.plan_hash);
+    }
+    Ok(match args.start_at {
+        Some(at) => {
+            let (sync, local) = clock::sync(http, at).await?;
+            plan.start = Some(sync);
+            Some(local)
+        }
+        None => None,
+    })
+}
+
+/// The run record of a load run (sweep fields that do not apply are empty).
+pub(crate) fn run_record(
+    args: &LoadArgs,
+    url: &str,
+    conn: &backend::Connected,
+    lengths: Vec<u64>,
+    prompt_mode: &str,
+    content: String,
+) -> anyhow::Result<RunRecord> {
+    let info = &conn.info;
+    Ok(RunRecord {
+        schema: crate::record::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        target: Target {
+            url: strip_credentials(url),
+            api: conn.backend.api().to_string(),
+            model: Some(conn.model.clone()),
+            server_info: serde_json::to_value(info)?,
+            checks: Default::default(),
+        },
+        config: RunConfig {
+            lengths,
+            output_tokens: args.output_tokens,
+            reps: 0,
+            method: "load".into(),
+            cache_bust: "nonce".into(),
+            needle: false,
+            needle_depths: Vec::new(),
+            timeout: args.timeout.to_string(),
+            seed: args.seed,
+            prompt_mode: prompt_mode.to_string(),
+            rtt_s: info.rtt_s,
+            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
+            depth: None,
+            content: Some(content),
+        },
+    })
+}
+
 /// Fresh nonce heads, one per request.
-struct Heads {
+pub(crate) struct Heads {
     vocab: Option<prompt::IdVocabulary>,
     nonce: Mutex<NonceSource>,
 }
 
 impl Heads {
-    fn next(&self) -> Prompt {
+    pub(crate) fn new(vocab: Option<prompt::IdVocabulary>, nonce: NonceSource) -> Self {
+        Heads {
+            vocab,
+            nonce: Mutex::new(nonce),
+        }
+    }
+
+    pub(crate) fn next(&self) -> Prompt {
         let mut n = self.nonce.lock().unwrap_or_else(|p| p.into_inner());
         match &self.vocab {
             Some(v) => prompt::build_ids(v, NONCE_TOKENS as u64, Some(&mut n), None),
@@ -227,19 +305,19 @@ impl Heads {
 }
 
 /// The state cells share.
-struct Ctx {
-    backend: Arc<dyn Backend>,
-    http: Http,
-    collector: Collector,
-    heads: Arc<Heads>,
-    plan: LoadPlan,
-    metrics: bool,
-    deadline: Duration,
-    done: Vec<CellRecord>,
-    out: LoadResult,
-    shard: Option<Shard>,
+pub(crate) struct Ctx {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) http: Http,
+    pub(crate) collector: Collector,
+    pub(crate) heads: Arc<Heads>,
+    pub(crate) plan: LoadPlan,
+    pub(crate) metrics: bool,
+    pub(crate) deadline: Duration,
+    pub(crate) done: Vec<CellRecord>,
+    pub(crate) out: LoadResult,
+    pub(crate) shard: Option<Shard>,
     /// `--start-at` on this machine's clock, until the first cell takes it.
-    gate: Option<std::time::SystemTime>,
+    pub(crate) gate: Option<std::time::SystemTime>,
 }
 
 /// This process's part of a cell, when the plan is sharded.
@@ -253,6 +331,9 @@ struct Part {
 
 /// Run the load plan (library entry point used by tests).
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
+    if args.trace.is_some() {
+        return crate::trace::replay::execute(args).await;
+    }
     let (mode, mut lplan, arrival, shard) = plan(&args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let run::target::Connection {
@@ -277,22 +358,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     });
     let lengths = crate::workload::points::resolve(&specs, args.output_tokens, limit.as_ref())?;
     lplan.lengths = lengths.clone();
-    lplan.shard = shard.map(|s| ShardTag {
-        shard: s.index(),
-        shards: s.count(),
-        plan_hash: shard::plan_hash(&lplan),
-    });
-    if let Some(t) = &lplan.shard {
-        eprintln!("shard {}/{} of plan {}", t.shard, t.shards, t.plan_hash);
-    }
-    let gate = match args.start_at {
-        Some(at) => {
-            let (sync, local) = clock::sync(&conn.http, at).await?;
-            lplan.start = Some(sync);
-            Some(local)
-        }
-        None => None,
-    };
+    let gate = shard_and_start(&args, shard, &mut lplan, &conn.http).await?;
     let ceiling = limit
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
@@ -320,39 +386,16 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
             "note: no server metrics (no usable /metrics): server-side running/waiting/KV are not shown"
         );
     }
-    let run = RunRecord {
-        schema: crate::record::SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        target: Target {
-            url: strip_credentials(&url),
-            api: conn.backend.api().to_string(),
-            model: Some(conn.model.clone()),
-            server_info: serde_json::to_value(&info)?,
-            checks: Default::default(),
-        },
-        config: RunConfig {
-            lengths: lengths.clone(),
-            output_tokens: args.output_tokens,
-            reps: 0,
-            method: "load".into(),
-            cache_bust: "nonce".into(),
-            needle: false,
-            needle_depths: Vec::new(),
-            timeout: args.timeout.to_string(),
-            seed: args.seed,
-            prompt_mode: prompts.mode().name().to_string(),
-            rtt_s: info.rtt_s,
-            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
-            depth: None,
-            content: Some(prompts.content_label()),
-        },
-    };
+    let run = run_record(
+        &args,
+        &url,
+        &conn,
+        lengths.clone(),
+        prompts.mode().name(),
+        prompts.content_label(),
+    )?;
     let (writer, run, done, old) = open_output(&args, run, &lplan)?;
-    let heads = Arc::new(Heads {
-        vocab: prompts.id_vocabulary().cloned(),
-        nonce: Mutex::new(nonce),
-    });
+    let heads = Arc::new(Heads::new(prompts.id_vocabulary().cloned(), nonce));
     let backend: Arc<dyn Backend> = Arc::from(conn.backend);
     let mut ctx = Ctx {
         backend,
@@ -540,7 +583,7 @@ async fn closed_cell(
 }
 
 /// A cell in which this shard has nothing to send: recorded so that its file is complete.
-async fn empty_cell(
+pub(crate) async fn empty_cell(
     ctx: &mut Ctx,
     key: CellKey,
     workers: Option<u32>,
@@ -620,7 +663,7 @@ fn closed_budget(p: &LoadPlan, c: u32) -> Budget {
 
 /// Create the file, or continue it keeping only complete cells.
 #[allow(clippy::type_complexity)]
-fn open_output(
+pub(crate) fn open_output(
     args: &LoadArgs,
     run: RunRecord,
     plan: &LoadPlan,
@@ -711,6 +754,47 @@ async fn run_cell(
     tails: &Arc<[Tail]>,
     part: Part,
 ) -> anyhow::Result<CellRecord> {
+    let shot = Arc::new(Shot {
+        backend: ctx.backend.clone(),
+        tails: tails.clone(),
+        output_tokens: ctx.plan.output_tokens,
+        deadline: ctx.deadline,
+        cell: key,
+    });
+    let heads = ctx.heads.clone();
+    let tag = ctx.plan.shard;
+    let indices = part.indices.clone();
+    let send = move |mut slot: run::Slot| {
+        // A shard's open-loop request keeps its index in the unsharded schedule.
+        if let Some(ix) = &indices {
+            slot.index = ix[slot.index as usize];
+        }
+        let shot = shot.clone();
+        let head = heads.next();
+        async move {
+            let mut r = shot.fire(slot, head).await;
+            r.shard = tag;
+            Record::Request(Box::new(r))
+        }
+    };
+    run_cell_with(ctx, key, load, budget, part.workers, send).await
+}
+
+/// Run one cell whose requests `send` makes (or return it from the resumed file): the
+/// runner, the telemetry scraper, the collector writing each record as it comes, the
+/// cell's summary. `workers`: a shard's part of a closed-loop cell's concurrency.
+pub(crate) async fn run_cell_with<F, Fut>(
+    ctx: &mut Ctx,
+    key: CellKey,
+    load: Load,
+    budget: Budget,
+    workers: Option<u32>,
+    send: F,
+) -> anyhow::Result<CellRecord>
+where
+    F: Fn(run::Slot) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Record> + Send + 'static,
+{
     if let Some(c) = ctx.done.iter().find(|c| c.cell.same(&key)) {
         let c = c.clone();
         ctx.out.cells.push(c.clone());
@@ -735,28 +819,6 @@ async fn run_cell(
             stop_rx,
         ))
     });
-    let shot = Arc::new(Shot {
-        backend: ctx.backend.clone(),
-        tails: tails.clone(),
-        output_tokens: ctx.plan.output_tokens,
-        deadline: ctx.deadline,
-        cell: key,
-    });
-    let heads = ctx.heads.clone();
-    let indices = part.indices.clone();
-    let send = move |mut slot: run::Slot| {
-        // A shard's open-loop request keeps its index in the unsharded schedule.
-        if let Some(ix) = &indices {
-            slot.index = ix[slot.index as usize];
-        }
-        let shot = shot.clone();
-        let head = heads.next();
-        async move {
-            let mut r = shot.fire(slot, head).await;
-            r.shard = tag;
-            Record::Request(Box::new(r))
-        }
-    };
     let runner = tokio::spawn(run::run(load, budget, start, in_flight, send, tx));
     let drive = async move {
         let r = runner.await;
@@ -781,7 +843,7 @@ async fn run_cell(
     requests.sort_by_key(|r| r.index);
     // A shard's steady state is its own workers in flight.
     let target = CellKey {
-        concurrency: part.workers.or(key.concurrency),
+        concurrency: workers.or(key.concurrency),
         ..key
     };
     let mut cell = cell::summarise(
@@ -793,7 +855,7 @@ async fn run_cell(
     );
     cell.cell = key;
     cell.shard = tag;
-    cell.workers = part.workers;
+    cell.workers = workers;
     ctx.collector
         .append(&Record::Cell(Box::new(cell.clone())))?;
     ctx.collector.sync()?;
@@ -823,10 +885,7 @@ pub fn report_files(
         }
     }
     let r = merge::merge(&files)?;
-    print!(
-        "{}",
-        render::render(&r.plan, &r.cells, &r.knees, args.format)
-    );
+    print!("{}", render::render_result(&r, args.format));
     if let Some(h) = &args.html {
         render::write_html(h, &r)?;
     }

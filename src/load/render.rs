@@ -161,6 +161,29 @@ pub fn render(
     }
 }
 
+/// The summary of a whole result in `format`: a trace replay adds its hits (a section in
+/// text, a `trace` member in JSON; CSV stays one table).
+pub fn render_result(r: &LoadResult, format: Format) -> String {
+    let Some(hits) = crate::trace::render::hits(r) else {
+        return render(&r.plan, &r.cells, &r.knees, format);
+    };
+    match format {
+        Format::Json => {
+            let doc = serde_json::json!({
+                "plan": r.plan, "cells": r.cells, "knees": r.knees, "trace": hits
+            });
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            )
+        }
+        Format::Csv => render(&r.plan, &r.cells, &r.knees, format),
+        Format::Table | Format::Markdown => {
+            render(&r.plan, &r.cells, &r.knees, format) + &crate::trace::render::text(r)
+        }
+    }
+}
+
 fn notes(cells: &[CellRecord]) -> String {
     let mut s = String::new();
     for c in cells {
@@ -403,6 +426,7 @@ pub fn html(r: &LoadResult) -> String {
     if !ns.is_empty() {
         body.push_str(&format!("<pre>{}</pre>", escape(&ns)));
     }
+    body.push_str(&crate::trace::render::html(r));
     for c in &charts {
         body.push_str(&c.to_svg());
     }

@@ -73,11 +73,12 @@ impl Shard {
             .collect()
     }
 
-    /// Trace replay: whether the requests of group `key` (a conversation's or prefix
-    /// group's first hash id) are this shard's. Whole groups go to one shard, so a prefix
-    /// is shared only within it; the key is mixed first, so sequential ids spread evenly.
-    pub fn owns_group(&self, key: u64) -> bool {
-        splitmix64(key) % u64::from(self.count) == u64::from(self.index)
+    /// Trace replay: whether prefix group `group` (numbered 0, 1, … in order of each
+    /// group's first request, `trace::groups`) is this shard's. Whole groups go to one
+    /// shard, so what a group shares stays within it; dealt round-robin in order of
+    /// appearance, so each shard gets groups from all of the trace's time.
+    pub fn owns_group(&self, group: usize) -> bool {
+        self.owns_arrival(group as u64)
     }
 
     /// Resolve `--shard I/N`, `--shards N` and the Indexed Job's environment
@@ -142,18 +143,9 @@ impl FromStr for Shard {
     }
 }
 
-/// A well-mixed 64-bit permutation (SplitMix64's finaliser): stable across versions and
-/// platforms, unlike std's hasher.
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 /// 64-bit FNV-1a: a stable hash of bytes (no dependency; collisions matter only between
 /// plans someone merges by mistake).
-fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
@@ -242,21 +234,17 @@ mod tests {
     }
 
     #[test]
-    fn each_group_has_exactly_one_shard_and_groups_spread() {
+    fn each_group_has_exactly_one_shard_and_groups_are_dealt_in_turn() {
         let shards = all(4);
-        let mut per = [0u32; 4];
-        for key in 0..4000u64 {
+        for group in 0..40usize {
             let owners: Vec<u32> = shards
                 .iter()
-                .filter(|s| s.owns_group(key))
+                .filter(|s| s.owns_group(group))
                 .map(|s| s.index())
                 .collect();
-            assert_eq!(owners.len(), 1, "group {key}");
-            per[owners[0] as usize] += 1;
+            assert_eq!(owners, [group as u32 % 4], "group {group}");
         }
-        // 1000 expected per shard; binomial sd ≈ 27, so ±150 is over 5 sd.
-        assert!(per.iter().all(|&c| (850..=1150).contains(&c)), "{per:?}");
-        assert!(Shard::new(0, 1).unwrap().owns_group(u64::MAX));
+        assert!(Shard::new(0, 1).unwrap().owns_group(usize::MAX));
     }
 
     #[test]

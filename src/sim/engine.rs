@@ -159,6 +159,8 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         truth.preemptions = out.preemptions;
         if first {
             truth.cached_tokens = out.cached_tokens;
+            truth.cached_pages = out.cached_pages;
+            truth.pool_evicted_pages = out.evicted_before;
             truth.prefill_s = out.prefill_s;
             truth.admitted_s = Some(out.admitted_s);
             truth.first_token_s = Some(written_s);

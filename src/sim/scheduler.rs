@@ -77,6 +77,10 @@ pub struct Emission {
     pub at_s: f64,
     pub finished: bool,
     pub cached_tokens: u64,
+    /// Leading prompt pages the cache served at admission.
+    pub cached_pages: u64,
+    /// Cached pages the pool had evicted before this request was admitted.
+    pub evicted_before: u64,
     pub admitted_s: f64,
     /// Durations of the steps that carried the first prefill's chunks.
     pub prefill_s: f64,
@@ -160,6 +164,9 @@ struct Req {
     admitted_s: Option<f64>,
     first_token_s: Option<f64>,
     cached_tokens: u64,
+    /// Leading prompt pages served from the cache, and the pool's evictions before then.
+    cached_pages: u64,
+    evicted_before: u64,
     prefill_s: f64,
     preemptions: u32,
     last_out_s: f64,
@@ -297,6 +304,8 @@ impl Scheduler {
             admitted_s: None,
             first_token_s: None,
             cached_tokens: 0,
+            cached_pages: 0,
+            evicted_before: 0,
             prefill_s: 0.0,
             preemptions: 0,
             last_out_s: req.arrival_s,
@@ -572,6 +581,8 @@ impl Scheduler {
             if r.admitted_s.is_none() {
                 r.admitted_s = Some(now_s);
                 r.cached_tokens = r.prefilled;
+                r.cached_pages = hit as u64;
+                r.evicted_before = self.pool.evicted_pages();
                 self.stats.queue_time.observe(now_s - r.arrival_s);
             }
             growth += self.reserve_deficit(&r);
@@ -633,6 +644,8 @@ fn emit(r: &mut Req, slot: usize, kind: OutputKind, v: Verify, step_s: f64, at_s
         at_s,
         finished: r.produced == r.target,
         cached_tokens: r.cached_tokens,
+        cached_pages: r.cached_pages,
+        evicted_before: r.evicted_before,
         admitted_s: r.admitted_s.unwrap_or(r.arrival_s),
         prefill_s: r.prefill_s,
         preemptions: r.preemptions,

@@ -22,6 +22,11 @@ pub struct RequestTruth {
     /// After truncation.
     pub prompt_tokens: u64,
     pub cached_tokens: u64,
+    /// The prompt's leading cache pages the radix cache held and served (whole pages; the
+    /// blocks a trace request reused are these pages).
+    pub cached_pages: u64,
+    /// Cached pages the pool had evicted to make room before this request was admitted.
+    pub pool_evicted_pages: u64,
     /// Cost-model prefill time (0 when a fault answered before prefill).
     pub prefill_s: f64,
     /// Tokens carried by the first content event (1, or 0 when none was sent).

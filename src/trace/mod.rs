@@ -1,23 +1,14 @@
-//! Production traces: Mooncake-format requests with their arrival times and block hashes,
-//! generated (`trace synth`) or read for replay.
+//! Production request traces: replaying them (`load --trace`) with their arrival times and
+//! prefix sharing as recorded, checking that the server's cache hit what the trace says it
+//! could, and generating one (`trace synth`) for users without their own.
 
+pub mod blocks;
+pub mod expect;
+pub mod format;
 pub mod groups;
+pub mod hits;
+pub mod render;
+pub mod replay;
+pub mod select;
 pub mod synth;
 pub mod synth_cmd;
-
-/// Prompt tokens an unbounded prefix cache could serve: for each request, its leading blocks
-/// already seen in an earlier request (a block id names its whole prefix, so a seen block's
-/// predecessors were seen too), whole blocks only, capped below the request's own length.
-pub fn possible_hit_tokens<'a>(
-    requests: impl IntoIterator<Item = (&'a [u64], u64)>,
-    block: u64,
-) -> u64 {
-    let mut seen = std::collections::HashSet::new();
-    let mut total = 0;
-    for (ids, input) in requests {
-        let shared = ids.iter().take_while(|id| seen.contains(*id)).count() as u64;
-        total += (shared * block).min(input.saturating_sub(1));
-        seen.extend(ids.iter().copied());
-    }
-    total
-}

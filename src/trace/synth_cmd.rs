@@ -1,5 +1,6 @@
 //! `ctxbench trace synth`: the flags, and writing the generated trace as JSON lines.
 
+use super::format::TraceRequest;
 use super::synth::{SynthParams, TraceLine, synth};
 use crate::lengths::parse_count;
 use clap::Args;
@@ -102,14 +103,24 @@ pub fn run(args: &SynthArgs) -> anyhow::Result<u8> {
 
 /// Requests, span, and how much of the input an unbounded prefix cache could serve.
 fn summary(lines: &[TraceLine], block: u64) -> String {
+    let requests: Vec<TraceRequest> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| TraceRequest {
+            line: i + 1,
+            timestamp_ms: l.timestamp as f64,
+            input_length: l.input_length,
+            output_length: l.output_length,
+            hash_ids: l.hash_ids.clone(),
+        })
+        .collect();
+    let (expected, _) = super::expect::expected(&requests, block, 1);
+    let shareable: u64 = expected.iter().map(|e| e.possible_cached_tokens).sum();
     let input: u64 = lines.iter().map(|l| l.input_length).sum();
-    let shareable = super::possible_hit_tokens(
-        lines.iter().map(|l| (&l.hash_ids[..], l.input_length)),
-        block,
-    );
     let span_s = lines.last().map_or(0, |l| l.timestamp) as f64 / 1e3;
     format!(
-        "{} requests over {span_s:.0} s, {input} input tokens; an unbounded prefix cache could serve {:.1} % of them",
+        "{} requests over {span_s:.0} s, {input} input tokens; an unbounded prefix cache \
+         could serve {:.1} % of them",
         lines.len(),
         100.0 * shareable as f64 / input.max(1) as f64
     )

@@ -1,0 +1,354 @@
+//! `ctxbench load --trace`: the trace's requests sent at their recorded times (scaled), open
+//! loop on the shared runner, each prompt built from its block ids, each record carrying what
+//! the trace made possible beside what the server reported.
+
+use super::blocks::Blocks;
+use super::expect::{self, Expected};
+use super::format::{self, TraceRequest};
+use super::groups;
+use super::select::{self, Window};
+use crate::backend::{Backend, GenRequest, Prompt};
+use crate::cli::LoadArgs;
+use crate::load::{self, Ctx, Heads, LoadResult, request};
+use crate::record::Record;
+use crate::record::load::{CellKey, LoadPlan, ShardTag, TracePlan, TraceRequestInfo};
+use crate::run::shard::Shard;
+use crate::run::{self, Budget, Collector, Load, Pacing};
+use crate::workload::{NonceSource, PromptSource};
+use rand::RngExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// As `load --rate`: the pacing thread spins this long before each send.
+const SEND_SPIN: Duration = Duration::from_micros(250);
+
+/// Everything checked before connecting: the trace read and selected, the flags sane.
+fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
+    let path = args
+        .trace
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("--trace FILE is required here"))?;
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        anyhow::bail!("--time-scale must be a positive number (0.5 replays twice as fast)");
+    }
+    if args.max_concurrency == Some(0) {
+        anyhow::bail!("--max-concurrency must be at least 1");
+    }
+    if args.trace_limit == Some(0) {
+        anyhow::bail!("--trace-limit must be at least 1");
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds");
+    }
+    let window = args
+        .trace_window
+        .as_deref()
+        .map(str::parse::<Window>)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let trace = format::read(path, args.trace_format, args.block_tokens)?;
+    let chosen = select::select(trace, &select::window_filter(window), args.trace_limit);
+    if chosen.is_empty() {
+        anyhow::bail!(
+            "--trace {}: no request is left after --trace-window",
+            path.display()
+        );
+    }
+    Ok((chosen, window))
+}
+
+/// The salt of this run's block contents: fresh per run, so no earlier run's cache serves
+/// them; on a shard the same on every shard of the run (derived from the plan and its
+/// `--start-at`), so blocks the shards' groups share are equal tokens, as unsharded.
+fn salt(args: &LoadArgs, shard: Option<Shard>, requests: &[TraceRequest]) -> u64 {
+    if shard.is_none_or(|s| s.count() == 1) {
+        return rand::rng().random();
+    }
+    if args.start_at.is_none() {
+        eprintln!(
+            "note: a sharded replay without --start-at salts its blocks by the trace alone: a \
+             server that replayed this trace before may serve them from its cache"
+        );
+    }
+    let mut bytes = format!("{:?}", args.start_at).into_bytes();
+    bytes.extend(args.block_tokens.to_le_bytes());
+    for r in requests {
+        bytes.extend(r.input_length.to_le_bytes());
+        r.hash_ids
+            .iter()
+            .for_each(|id| bytes.extend(id.to_le_bytes()));
+    }
+    crate::run::shard::fnv1a64(&bytes)
+}
+
+/// Refuse a request the server cannot take whole, naming its line.
+fn check_context(requests: &[TraceRequest], limit: Option<u64>) -> anyhow::Result<()> {
+    let Some(limit) = limit else { return Ok(()) };
+    if let Some(r) = requests
+        .iter()
+        .find(|r| r.input_length + r.output_length > limit)
+    {
+        anyhow::bail!(
+            "--trace line {}: input_length {} + output_length {} exceeds the server's context \
+             of {limit} tokens; replay a part with --trace-window or --trace-limit",
+            r.line,
+            r.input_length,
+            r.output_length
+        );
+    }
+    Ok(())
+}
+
+/// Why a text-only API cannot replay a trace.
+fn text_only(api: &str) -> String {
+    format!(
+        "--trace: prompts must be token-exact so that equal block ids are equal tokens, which \
+         needs a server taking token ids (SGLang, llama.cpp, vLLM's completions with its \
+         tokenizer); {api} takes text here (block texts tokenized apart are not the tokens of \
+         their concatenation)"
+    )
+}
+
+/// What one send needs.
+struct Shot {
+    backend: Arc<dyn Backend>,
+    blocks: Arc<Blocks>,
+    requests: Arc<[TraceRequest]>,
+    expected: Arc<[Expected]>,
+    /// Each request's prefix group (`trace::groups`).
+    groups: Arc<[usize]>,
+    /// Index in `requests` of each request this process sends, in send order.
+    mine: Arc<[usize]>,
+    shard: Option<ShardTag>,
+    deadline: Duration,
+    cell: CellKey,
+    t0_ms: f64,
+}
+
+impl Shot {
+    async fn fire(&self, mut slot: run::Slot) -> Record {
+        // Records keep the request's index in the whole (unsharded) replay.
+        let i = self.mine[slot.index as usize];
+        slot.index = i as u64;
+        let t = &self.requests[i];
+        let e = self.expected[i];
+        let req = GenRequest {
+            prompt: Prompt::Ids(self.blocks.prompt(t)),
+            max_tokens: t.output_length,
+            ignore_eos: true,
+            cache_prompt: true,
+            deadline: self.deadline,
+        };
+        let result = self.backend.generate(&req).await;
+        let ended = slot.start.elapsed().as_secs_f64();
+        let mut r = request::record(self.cell, slot, ended, result);
+        r.trace = Some(TraceRequestInfo {
+            line: t.line,
+            trace_s: (t.timestamp_ms - self.t0_ms) / 1e3,
+            group: self.groups[i] as u64,
+            input_length: t.input_length,
+            output_length: t.output_length,
+            shared_blocks: e.shared_blocks,
+            shared_tokens: e.shared_tokens,
+            possible_cached_tokens: e.possible_cached_tokens,
+            early_stop: r.ok && r.output_tokens.is_some_and(|n| n < t.output_length),
+        });
+        r.shard = self.shard;
+        Record::Request(Box::new(r))
+    }
+}
+
+/// Replay the trace `args.trace` names (library entry point; `load::execute` comes here).
+pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
+    let (requests, window) = prepare(&args)?;
+    let slo = load::slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    let run::target::Connection {
+        sim: _sim,
+        url,
+        conn,
+    } = run::target::connect(&args.target, &args.sim, args.seed, |sim| {
+        format!(
+            "ctxbench: no --url given: replaying the trace against the built-in simulator at {} ({})",
+            sim.url(),
+            sim.describe()
+        )
+    })
+    .await?;
+    let info = conn.info.clone();
+    check_context(&requests, info.context_length)?;
+    if !conn.backend.takes_token_ids() {
+        anyhow::bail!("{}", text_only(conn.backend.api()));
+    }
+    let mut nonce = NonceSource::from_entropy();
+    let content = crate::workload::load_content(
+        args.content.corpus.as_deref(),
+        args.content.dataset.as_deref(),
+        args.content.dataset_format,
+    )?;
+    let mut prompts = PromptSource::prepare_with(
+        conn.backend.as_ref(),
+        false,
+        None,
+        &mut nonce,
+        content.as_ref(),
+    )
+    .await?;
+    let vocab = prompts
+        .id_vocabulary()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("{}", text_only(conn.backend.api())))?;
+    let shard = Shard::resolve(args.shard, args.shards, |k| std::env::var(k).ok())
+        .map_err(anyhow::Error::msg)?;
+    let salt = salt(&args, shard, &requests);
+    let mut blocks = Blocks::filler(args.block_tokens, vocab.nonce_pool.clone(), salt)?;
+    if prompts.has_content() {
+        blocks = blocks
+            .from_content(&mut prompts, conn.backend.as_ref(), &requests)
+            .await?;
+    }
+    let page = info.page_size.unwrap_or(1).max(1);
+    // Over the whole replay, also on a shard: the server's cache holds every shard's blocks.
+    let (expected, working_set) = expect::expected(&requests, args.block_tokens, page);
+    let groups = groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..]));
+    let content_label = prompts.content_label();
+    eprintln!("content: {content_label}");
+    let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
+    let trace_plan = TracePlan {
+        file: args
+            .trace
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        format: args.trace_format.name().into(),
+        block_tokens: args.block_tokens,
+        time_scale: args.time_scale,
+        limit: args.trace_limit,
+        window: window.and(args.trace_window.clone()),
+        requests: requests.len() as u64,
+        page_tokens: page,
+        working_set_tokens: working_set,
+        kv_pool_tokens: info.kv_pool_tokens,
+        content: content_label.clone(),
+    };
+    let mut plan = LoadPlan {
+        mode: "trace".into(),
+        lengths: vec![longest],
+        concurrency: Vec::new(),
+        rates: Vec::new(),
+        arrival: Some("trace".into()),
+        max_concurrency: args.max_concurrency,
+        requests: Some(requests.len() as u64),
+        duration_s: None,
+        output_tokens: requests.iter().map(|r| r.output_length).max().unwrap_or(0),
+        slo,
+        goodput_target: args.goodput_target,
+        seed: args.seed,
+        trace: Some(trace_plan),
+        shard: None,
+        start: None,
+    };
+    let gate = load::shard_and_start(&args, shard, &mut plan, &conn.http).await?;
+    let run = load::run_record(
+        &args,
+        &url,
+        &conn,
+        vec![longest],
+        prompts.mode().name(),
+        content_label,
+    )?;
+    let (writer, run, _, _) = load::open_output(&args, run, &plan)?;
+    let metrics = load::telemetry::available(&conn.http).await;
+    let backend: Arc<dyn Backend> = Arc::from(conn.backend);
+    let heads = Arc::new(Heads::new(Some(vocab), nonce));
+    // Warm-up, excluded: a connection and the server's first-request costs, on a prompt of
+    // its own nonce that shares nothing with the trace.
+    let warm = GenRequest {
+        prompt: heads.next(),
+        max_tokens: 1,
+        ignore_eos: true,
+        cache_prompt: false,
+        deadline: Duration::from_secs_f64(args.timeout),
+    };
+    if let Err(e) = backend.generate(&warm).await {
+        eprintln!("warning: the warm-up request failed: {e}");
+    }
+    let mut ctx = Ctx {
+        backend: backend.clone(),
+        http: conn.http.clone(),
+        collector: Collector::new(writer),
+        heads,
+        plan: plan.clone(),
+        metrics,
+        deadline: Duration::from_secs_f64(args.timeout),
+        done: Vec::new(),
+        shard,
+        gate,
+        out: LoadResult {
+            run,
+            plan,
+            cells: Vec::new(),
+            knees: Vec::new(),
+            requests: Vec::new(),
+            server_metrics: Vec::new(),
+        },
+    };
+    let key = CellKey {
+        context_tokens: longest,
+        concurrency: None,
+        rate: None,
+    };
+    let all_at = select::send_times(&requests, args.time_scale);
+    let mine: Vec<usize> = (0..requests.len())
+        .filter(|&i| shard.is_none_or(|s| s.owns_group(groups[i])))
+        .collect();
+    if mine.is_empty() {
+        let s = shard.map(|s| s.to_string()).unwrap_or_default();
+        let note = format!("no prefix group of the trace falls to shard {s}");
+        load::empty_cell(&mut ctx, key, None, note).await?;
+        return Ok(ctx.out);
+    }
+    let at = mine.iter().map(|&i| all_at[i]).collect();
+    let shot = Arc::new(Shot {
+        backend,
+        blocks: Arc::new(blocks),
+        t0_ms: requests[0].timestamp_ms,
+        requests: requests.into(),
+        expected: expected.into(),
+        groups: groups.into(),
+        mine: mine.into(),
+        shard: ctx.plan.shard,
+        deadline: ctx.deadline,
+        cell: key,
+    });
+    let send = move |slot: run::Slot| {
+        let shot = shot.clone();
+        async move { shot.fire(slot).await }
+    };
+    let load = Load::Open {
+        at,
+        max_concurrency: args.max_concurrency.map(|m| m as usize),
+        pacing: Pacing::Thread { spin: SEND_SPIN },
+    };
+    load::run_cell_with(&mut ctx, key, load, Budget::Requests(0), None, send).await?;
+    Ok(ctx.out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_beyond_the_context_is_refused_by_line() {
+        let r = |line, input| TraceRequest {
+            line,
+            timestamp_ms: 0.0,
+            input_length: input,
+            output_length: 10,
+            hash_ids: vec![1],
+        };
+        let e = check_context(&[r(1, 100), r(7, 1000)], Some(500)).unwrap_err();
+        assert!(e.to_string().contains("line 7"), "{e}");
+        assert!(check_context(&[r(1, 100)], Some(500)).is_ok());
+        assert!(check_context(&[r(1, 100_000)], None).is_ok());
+    }
+}
