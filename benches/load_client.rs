@@ -120,6 +120,15 @@ async fn connection(mut sock: TcpStream, answer: Answer, seen: Arc<Seen>) {
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         };
+        // A GET (the client warming its connections): an empty answer at once.
+        if buf.starts_with(b"GET ") {
+            buf.drain(..end);
+            let empty = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+            if sock.write_all(empty.as_bytes()).await.is_err() {
+                return;
+            }
+            continue;
+        }
         // Read and discard the body: the server keeps nothing per request.
         let mut left = content_length(&buf[..end]).saturating_sub(buf.len() - end);
         buf.clear();
@@ -215,9 +224,9 @@ fn fake_server(answer: Answer) -> (String, Arc<Seen>) {
     (format!("http://{}", rx.recv().unwrap()), counts)
 }
 
-fn backend(url: &str) -> Arc<dyn Backend> {
+fn backend(http: &Http) -> Arc<dyn Backend> {
     Arc::new(Sglang {
-        http: Http::new(url, None).unwrap(),
+        http: http.clone(),
         flusher: Flusher::None,
     })
 }
@@ -225,7 +234,7 @@ fn backend(url: &str) -> Arc<dyn Backend> {
 /// Run one cell and return its records and wall time; each record is appended to `writer`
 /// as it comes, as the CLI's collector does.
 async fn cell(
-    url: &str,
+    http: &Http,
     prompt_tokens: u32,
     output: u64,
     load: Load,
@@ -235,7 +244,7 @@ async fn cell(
     let ids: Vec<u32> = (0..prompt_tokens).map(|i| 1000 + i % 30_000).collect();
     let tail = SharedTail::from_prompt(&Prompt::Ids(ids), 16);
     let shot = Arc::new(Shot {
-        backend: backend(url),
+        backend: backend(http),
         tails: vec![Tail { tail, source: None }].into(),
         output_tokens: output,
         deadline: Duration::from_secs(120),
@@ -351,7 +360,7 @@ fn main() {
     let mut tps = Vec::new();
     for _ in 0..ROUNDS {
         let (r, wall) = one_core.block_on(cell(
-            &url,
+            &Http::new(&url, None).unwrap(),
             100,
             256,
             Load::Closed { concurrency: 64 },
@@ -390,7 +399,7 @@ fn main() {
             Pacing::Timer,
         );
         let (r, _) = one_core.block_on(cell(
-            &url,
+            &Http::new(&url, None).unwrap(),
             100,
             16,
             load,
@@ -420,7 +429,7 @@ fn main() {
         };
         let load = open_loop(Arrival::Poisson, 500.0, round as u64, 2000, pacing);
         let (r, _) = multi.block_on(cell(
-            &url,
+            &Http::new(&url, None).unwrap(),
             100,
             4,
             load,
@@ -446,7 +455,7 @@ fn rss(one_core: &tokio::runtime::Runtime) {
         gap: Duration::from_millis(250),
     });
     let (r, wall) = one_core.block_on(cell(
-        &url,
+        &Http::new(&url, None).unwrap(),
         131_072,
         4,
         Load::Closed { concurrency: 1000 },
@@ -484,9 +493,27 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         ttft: TTFT,
         gap,
     });
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // CTXBENCH_BENCH_COLD=1: no warm connections (what the first wave cost before).
+    let cold = std::env::var("CTXBENCH_BENCH_COLD").is_ok_and(|v| v == "1");
+    // CTXBENCH_BENCH_WORKERS=N: the client on N runtime workers (0: one thread).
+    let runtime = match std::env::var("CTXBENCH_BENCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(0) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()
+            .unwrap(),
+        None => tokio::runtime::Runtime::new().unwrap(),
+    };
     let dir = tempfile::tempdir().unwrap();
-    let mut added = Tails::default();
+    let (mut added, mut first_wave, mut after_it) =
+        (Tails::default(), Tails::default(), Tails::default());
     let mut server_late = Tails::default();
     let (mut max_seen, mut tps, mut of_cap) = (Vec::new(), Vec::new(), Vec::new());
     let nominal = Duration::from_secs_f64((TTFT + gap * (TOKENS as u32 - 1)).as_secs_f64());
@@ -497,22 +524,32 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         let load = Load::Closed {
             concurrency: STREAMS,
         };
-        let (r, _) = runtime.block_on(cell(
-            &url,
-            1000,
-            TOKENS,
-            load,
-            Budget::Requests(n),
-            &mut writer,
-        ));
+        let http = Http::new(&url, None).unwrap();
+        let (r, _) = runtime.block_on(async {
+            // As the CLI does: the cell's connections opened before its clock starts.
+            if !cold {
+                let warmed = http.warm(STREAMS, Duration::from_secs(10)).await.unwrap();
+                assert_eq!(warmed, STREAMS, "every stream's connection warmed");
+            }
+            cell(&http, 1000, TOKENS, load, Budget::Requests(n), &mut writer).await
+        });
         check(&r, n as usize, "256 streams");
-        added.add(r.iter().filter_map(|q| Some(q.0.ttft_s? - q.1?)).collect());
+        let client_added = |q: &(RequestRecord, Option<f64>)| Some(q.0.ttft_s? - q.1?);
+        added.add(r.iter().filter_map(client_added).collect());
+        let (first, later): (Vec<_>, Vec<_>) = r.iter().partition(|q| q.0.index < STREAMS as u64);
+        first_wave.add(first.into_iter().filter_map(client_added).collect());
+        after_it.add(later.into_iter().filter_map(client_added).collect());
         server_late.add(
             r.iter()
                 .filter_map(|q| Some(q.1? - TTFT.as_secs_f64()))
                 .collect(),
         );
         max_seen.push(seen.max_in_flight.load(Ordering::Relaxed) as f64);
+        let fresh = r.iter().filter(|q| q.0.conn_reused == Some(false)).count();
+        eprintln!(
+            "round {round}: {} connections accepted, {fresh} requests on a new connection",
+            seen.accepted.load(Ordering::Relaxed)
+        );
         let reqs: Vec<&RequestRecord> = r.iter().map(|q| &q.0).collect();
         let key = reqs[0].cell;
         let mut key = key;
@@ -530,10 +567,12 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
     }
     let (a50, a99) = added.ms();
     let (_, l99) = server_late.ms();
+    let ((f50, f99), (r50, r99)) = (first_wave.ms(), after_it.ms());
     let ideal = STREAMS as f64 * TOKENS as f64 / nominal.as_secs_f64();
     println!(
         "256 closed-loop streams, exact-timing server (TTFT 50 ms, ITL {} ms, 64 tokens, 1,000-token prompts), {n} requests x {rounds} rounds, load average {}:\n  \
          client-added TTFT p50 median {a50:.2} ms, p99 median {a99:.2} ms (server's own first-event lateness p99 {l99:.2} ms)\n  \
+         first wave (the first 256 requests) p50 {f50:.2} ms, p99 {f99:.2} ms; later requests p50 {r50:.2} ms, p99 {r99:.2} ms\n  \
          server-seen concurrency max median {:.0}/256 (rounds {:?})\n  \
          output tok/s median {:.0} = {:.1} % of the server's cap (nominal cap {ideal:.0})",
         gap.as_millis(),

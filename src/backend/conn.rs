@@ -33,6 +33,9 @@ struct Made {
     in_flight: u64,
     /// Local addresses of connections a response has come back on.
     seen: HashSet<SocketAddr>,
+    /// Connects begun and not yet ended (a connect a request stopped waiting for goes on in
+    /// the background and ends in the pool).
+    connecting: u64,
 }
 
 /// Taken as a send begins; hand it back with [`ConnLog::finish`] or [`ConnLog::abandon`].
@@ -98,6 +101,11 @@ impl ConnLog {
         }
     }
 
+    /// Connects begun and not yet ended.
+    pub fn connecting(&self) -> u64 {
+        self.lock().connecting
+    }
+
     fn record(&self, took: Duration, ready: Instant) {
         let mut m = self.lock();
         m.count += 1;
@@ -144,7 +152,9 @@ where
     fn call(&mut self, req: R) -> Self::Future {
         let log = Arc::clone(&self.log);
         let fut = self.inner.call(req);
+        let connecting = Connecting::begin(Arc::clone(&self.log));
         Box::pin(async move {
+            let _connecting = connecting;
             let start = Instant::now();
             let out = fut.await;
             if out.is_ok() {
@@ -153,5 +163,22 @@ where
             }
             out
         })
+    }
+}
+
+/// One connect in progress, counted in its log until it ends (made, failed or dropped).
+struct Connecting(Arc<ConnLog>);
+
+impl Connecting {
+    fn begin(log: Arc<ConnLog>) -> Self {
+        log.lock().connecting += 1;
+        Connecting(log)
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        let mut m = self.0.lock();
+        m.connecting = m.connecting.saturating_sub(1);
     }
 }
