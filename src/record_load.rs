@@ -215,6 +215,10 @@ pub struct CellRecord {
     pub accept_length_median: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_source: Option<crate::record::SpecSource>,
+    /// Closed loop: connections opened and warmed before the cell's clock started (so its
+    /// first requests paid no connect); absent in files written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_connections: Option<u64>,
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.

@@ -214,17 +214,19 @@ impl Http {
                 distinct.insert(a?);
             }
             got = distinct.len();
-            if got >= n {
-                break;
-            }
             // Let the connects this pass began in the background end in the pool, and the
-            // connections it used be handed back, before the next pass counts them.
+            // connections it used be handed back, before the next pass counts them or the
+            // cell's clock starts.
             let settle = tokio::time::Instant::now() + timeout;
             while self.conns.connecting() > 0 && tokio::time::Instant::now() < settle {
                 tokio::time::sleep(WARM_SETTLE).await;
             }
+            if got >= n {
+                break;
+            }
             tokio::time::sleep(WARM_SETTLE).await;
         }
+        self.conns.note_warmed();
         Ok(got)
     }
 

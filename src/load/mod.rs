@@ -35,6 +35,8 @@ const SEND_SPIN: Duration = Duration::from_micros(250);
 /// Default requests per closed-loop worker, and the floor for any cell.
 const REQUESTS_PER_WORKER: u64 = 4;
 const MIN_REQUESTS: u64 = 16;
+/// The longest a cell's connection warm-up may take.
+const WARM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default open-loop arrival span, seconds.
 const DEFAULT_OPEN_SPAN_S: f64 = 10.0;
 
@@ -594,6 +596,10 @@ async fn run_cell(
         ctx.out.cells.push(c.clone());
         return Ok(c);
     }
+    let warmed = match &load {
+        Load::Closed { concurrency } => warm(&ctx.http, *concurrency, ctx.deadline).await,
+        Load::Open { .. } => None,
+    };
     let start = Instant::now();
     let in_flight = InFlight::default();
     let (tx, rx) = mpsc::unbounded_channel::<Record>();
@@ -643,13 +649,14 @@ async fn run_cell(
         }
     }
     requests.sort_by_key(|r| r.index);
-    let cell = cell::summarise(
+    let mut cell = cell::summarise(
         key,
         &requests.iter().collect::<Vec<_>>(),
         &scrapes.iter().collect::<Vec<_>>(),
         &ctx.plan.slo,
         ctx.plan.goodput_target,
     );
+    cell.warm_connections = warmed;
     ctx.collector
         .append(&Record::Cell(Box::new(cell.clone())))?;
     ctx.collector.sync()?;
@@ -661,6 +668,26 @@ async fn run_cell(
     ctx.out.requests.extend(requests);
     ctx.out.server_metrics.extend(scrapes);
     Ok(cell)
+}
+
+/// Open a closed-loop cell's `workers` connections before its clock starts, so its first
+/// requests measure the server, not connects. A failure is a warning: the cell runs cold.
+async fn warm(http: &Http, workers: usize, timeout: Duration) -> Option<u64> {
+    match http.warm(workers, timeout.min(WARM_TIMEOUT)).await {
+        Ok(n) => {
+            if n < workers {
+                eprintln!(
+                    "note: {n} of {workers} connections warmed before the cell; the others \
+                     connect inside their first request's TTFT"
+                );
+            }
+            Some(n as u64)
+        }
+        Err(e) => {
+            eprintln!("warning: warming the cell's connections failed ({e}); it runs cold");
+            None
+        }
+    }
 }
 
 /// `ctxbench report` on load files: merge, summarise, print.
