@@ -516,6 +516,7 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         (Tails::default(), Tails::default(), Tails::default());
     let mut server_late = Tails::default();
     let (mut max_seen, mut tps, mut of_cap) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut accepted, mut reconnects) = (Vec::new(), Vec::new());
     let nominal = Duration::from_secs_f64((TTFT + gap * (TOKENS as u32 - 1)).as_secs_f64());
     let slo = ctxbench::load::slo::parse("").unwrap();
     for round in 0..rounds {
@@ -545,11 +546,8 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
                 .collect(),
         );
         max_seen.push(seen.max_in_flight.load(Ordering::Relaxed) as f64);
-        let fresh = r.iter().filter(|q| q.0.conn_reused == Some(false)).count();
-        eprintln!(
-            "round {round}: {} connections accepted, {fresh} requests on a new connection",
-            seen.accepted.load(Ordering::Relaxed)
-        );
+        accepted.push(seen.accepted.load(Ordering::Relaxed));
+        reconnects.push(r.iter().filter(|q| q.0.conn_reused == Some(false)).count());
         let reqs: Vec<&RequestRecord> = r.iter().map(|q| &q.0).collect();
         let key = reqs[0].cell;
         let mut key = key;
@@ -573,7 +571,7 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         "256 closed-loop streams, exact-timing server (TTFT 50 ms, ITL {} ms, 64 tokens, 1,000-token prompts), {n} requests x {rounds} rounds, load average {}:\n  \
          client-added TTFT p50 median {a50:.2} ms, p99 median {a99:.2} ms (server's own first-event lateness p99 {l99:.2} ms)\n  \
          first wave (the first 256 requests) p50 {f50:.2} ms, p99 {f99:.2} ms; later requests p50 {r50:.2} ms, p99 {r99:.2} ms\n  \
-         server-seen concurrency max median {:.0}/256 (rounds {:?})\n  \
+         server-seen concurrency max median {:.0}/256 (rounds {:?}); connections the server accepted per round {accepted:?}, requests on a new connection {reconnects:?}\n  \
          output tok/s median {:.0} = {:.1} % of the server's cap (nominal cap {ideal:.0})",
         gap.as_millis(),
         load_average(),
