@@ -107,10 +107,12 @@ impl ConnLog {
     /// Every connection made so far was warmed (one whose connect a warm-up request stopped
     /// waiting for ended idle in the pool without carrying it): a later send over one is
     /// not on a new connection.
-    pub fn note_warmed(&self) {
+    /// Returns the local addresses of the connections made since the last call.
+    pub fn note_warmed(&self) -> Vec<SocketAddr> {
         let mut m = self.lock();
         let made = std::mem::take(&mut m.made_since_warm);
-        m.seen.extend(made);
+        m.seen.extend(made.iter().copied());
+        made
     }
 
     /// Connects begun and not yet ended.

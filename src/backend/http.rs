@@ -186,12 +186,13 @@ impl Http {
 
     /// Open `n` connections and leave them idle in the pool, so that `n` requests sent at
     /// once next need no connect: `n` cheap GETs (`WARM_PATH`) at once, each answer read to
-    /// its end (any status, a 404 too, leaves its connection open), repeated while fewer
-    /// than `n` distinct connections answered one pass (an answer can hand its connection
-    /// to a GET of the same pass whose own connect then ends idle in the pool). Returns how
-    /// many distinct connections answered the last pass.
+    /// its end (any status, a 404 too, leaves its connection open). An answer can hand its
+    /// connection to a GET of the same pass whose own connect then ends idle in the pool, so
+    /// the connections counted are those that answered or were made, once their connects
+    /// have ended; a pass is repeated while fewer than `n`. Returns how many of the `n` are
+    /// open.
     pub async fn warm(&self, n: usize, timeout: Duration) -> Result<usize, RequestError> {
-        let mut got = 0;
+        let mut open = std::collections::HashSet::new();
         for _ in 0..WARM_PASSES {
             let gets = (0..n).map(|_| async {
                 let resp = self
@@ -209,25 +210,21 @@ impl Http {
             let answered = tokio::time::timeout(timeout, futures::future::join_all(gets))
                 .await
                 .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?;
-            let mut distinct = std::collections::HashSet::new();
             for a in answered {
-                distinct.insert(a?);
+                open.extend(a?);
             }
-            got = distinct.len();
-            // Let the connects this pass began in the background end in the pool, and the
-            // connections it used be handed back, before the next pass counts them or the
-            // cell's clock starts.
+            // Let the connects this pass began in the background end in the pool before
+            // they are counted or the cell's clock starts.
             let settle = tokio::time::Instant::now() + timeout;
             while self.conns.connecting() > 0 && tokio::time::Instant::now() < settle {
                 tokio::time::sleep(WARM_SETTLE).await;
             }
-            if got >= n {
+            open.extend(self.conns.note_warmed());
+            if open.len() >= n {
                 break;
             }
-            tokio::time::sleep(WARM_SETTLE).await;
         }
-        self.conns.note_warmed();
-        Ok(got)
+        Ok(open.len().min(n))
     }
 
     /// POST JSON and read the response as a stream of SSE items, timestamped on arrival.
