@@ -1,8 +1,10 @@
 //! Benchmark (not a test) of the load client against a zero-cost server on loopback:
 //! output tokens/s one client core sustains, client-observed TTFT at 1,000 concurrent
 //! streams, peak RSS with 1,000 concurrent 128k-token prompts, open-loop send lateness at
-//! 500 requests/s. Prints medians over rounds; run with `cargo bench --bench load_client`
-//! (raise `ulimit -n` above ~4,100 for the 1,000-stream cases).
+//! 500 requests/s, and the tail at 256 closed-loop streams against an exact-timing server
+//! (client-added TTFT, the concurrency the server saw, tok/s against the server's cap).
+//! Prints medians over rounds; run with `cargo bench --bench load_client` (`-- --tail`: the
+//! 256-stream cases only; raise `ulimit -n` above ~4,100 for the 1,000-stream cases).
 
 use ctxbench::backend::flush::Flusher;
 use ctxbench::backend::http::Http;
@@ -10,21 +12,62 @@ use ctxbench::backend::sglang::Sglang;
 use ctxbench::backend::shared::SharedTail;
 use ctxbench::backend::{Backend, Prompt};
 use ctxbench::load::request::{Shot, Tail};
+use ctxbench::record::Record;
 use ctxbench::record::load::{CellKey, RequestRecord};
 use ctxbench::run::runner::InFlight;
+use ctxbench::run::writer::ResultWriter;
 use ctxbench::run::{Arrival, Budget, Load, Pacing, Slot, run};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-/// How the fake server answers: `tokens` events, the first at once, then `gap` apart
-/// (zero: all in one write).
+/// How the fake server answers: `tokens` events, the first `ttft` after it has the whole
+/// request, then `gap` apart (zero: all in one write). Times are kept from the request's
+/// arrival, so a late timer tick delays one event, never the ones after it.
 #[derive(Clone, Copy)]
 struct Answer {
     tokens: u64,
+    ttft: Duration,
     gap: Duration,
+}
+
+/// What the server saw, counted by the server: requests it held at once (from having the
+/// whole request to writing its last event), the time it held them, connections accepted.
+#[derive(Default)]
+struct Seen {
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+    served: AtomicU64,
+    busy_ns: AtomicU64,
+    accepted: AtomicU64,
+}
+
+impl Seen {
+    fn reset(&self) {
+        for a in [
+            &self.max_in_flight,
+            &self.served,
+            &self.busy_ns,
+            &self.accepted,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn begin(&self) {
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn end(&self, held: Duration) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.served.fetch_add(1, Ordering::Relaxed);
+        self.busy_ns
+            .fetch_add(held.as_nanos() as u64, Ordering::Relaxed);
+    }
 }
 
 fn header_end(buf: &[u8]) -> Option<usize> {
@@ -62,8 +105,9 @@ fn event(k: u64, last: bool, stamp: &str) -> String {
     format!("{:x}\r\n{ev}\r\n", ev.len())
 }
 
-async fn connection(mut sock: TcpStream, answer: Answer) {
+async fn connection(mut sock: TcpStream, answer: Answer, seen: Arc<Seen>) {
     sock.set_nodelay(true).ok();
+    seen.accepted.fetch_add(1, Ordering::Relaxed);
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 16 << 10];
     loop {
@@ -76,6 +120,15 @@ async fn connection(mut sock: TcpStream, answer: Answer) {
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         };
+        // A GET (the client warming its connections): an empty answer at once.
+        if buf.starts_with(b"GET ") {
+            buf.drain(..end);
+            let empty = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+            if sock.write_all(empty.as_bytes()).await.is_err() {
+                return;
+            }
+            continue;
+        }
         // Read and discard the body: the server keeps nothing per request.
         let mut left = content_length(&buf[..end]).saturating_sub(buf.len() - end);
         buf.clear();
@@ -85,27 +138,37 @@ async fn connection(mut sock: TcpStream, answer: Answer) {
                 Ok(n) => left = left.saturating_sub(n),
             }
         }
-        let received = now_ns();
+        let (received, arrived) = (now_ns(), tokio::time::Instant::now());
+        seen.begin();
         let mut out = String::from(
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
         );
         let mut stamp = String::new();
+        let mut ok = true;
         for k in 1..=answer.tokens {
+            let due = arrived + answer.ttft + answer.gap * (k as u32 - 1);
+            if due > tokio::time::Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
             if k == 1 {
                 stamp = format!("{received}:{}:", now_ns());
             }
             out.push_str(&event(k, k == answer.tokens, &stamp));
-            if !answer.gap.is_zero() {
-                if sock.write_all(out.as_bytes()).await.is_err() {
-                    return;
-                }
+            if !answer.gap.is_zero() && k < answer.tokens {
+                ok = sock.write_all(out.as_bytes()).await.is_ok();
                 out.clear();
-                tokio::time::sleep(answer.gap).await;
+                if !ok {
+                    break;
+                }
             }
         }
-        let done = "data: [DONE]\n\n";
-        out.push_str(&format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len()));
-        if sock.write_all(out.as_bytes()).await.is_err() {
+        if ok {
+            let done = "data: [DONE]\n\n";
+            out.push_str(&format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len()));
+            ok = sock.write_all(out.as_bytes()).await.is_ok();
+        }
+        seen.end(arrived.elapsed());
+        if !ok {
             return;
         }
     }
@@ -139,8 +202,10 @@ fn open_loop(arrival: Arrival, rate: f64, seed: u64, n: u64, pacing: Pacing) -> 
     }
 }
 
-/// Start the fake server on its own runtime thread; returns its URL.
-fn fake_server(answer: Answer) -> String {
+/// Start the fake server on its own runtime thread; returns its URL and its counts.
+fn fake_server(answer: Answer) -> (String, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let counts = seen.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -152,32 +217,34 @@ fn fake_server(answer: Answer) -> String {
             tx.send(l.local_addr().unwrap()).unwrap();
             loop {
                 let Ok((s, _)) = l.accept().await else { return };
-                tokio::spawn(connection(s, answer));
+                tokio::spawn(connection(s, answer, seen.clone()));
             }
         });
     });
-    format!("http://{}", rx.recv().unwrap())
+    (format!("http://{}", rx.recv().unwrap()), counts)
 }
 
-fn backend(url: &str) -> Arc<dyn Backend> {
+fn backend(http: &Http) -> Arc<dyn Backend> {
     Arc::new(Sglang {
-        http: Http::new(url, None).unwrap(),
+        http: http.clone(),
         flusher: Flusher::None,
     })
 }
 
-/// Run one cell and return its records and wall time.
+/// Run one cell and return its records and wall time; each record is appended to `writer`
+/// as it comes, as the CLI's collector does.
 async fn cell(
-    url: &str,
+    http: &Http,
     prompt_tokens: u32,
     output: u64,
     load: Load,
     budget: Budget,
+    writer: &mut ResultWriter,
 ) -> (Vec<(RequestRecord, Option<f64>)>, f64) {
     let ids: Vec<u32> = (0..prompt_tokens).map(|i| 1000 + i % 30_000).collect();
     let tail = SharedTail::from_prompt(&Prompt::Ids(ids), 16);
     let shot = Arc::new(Shot {
-        backend: backend(url),
+        backend: backend(http),
         tails: vec![Tail { tail, source: None }].into(),
         output_tokens: output,
         deadline: Duration::from_secs(120),
@@ -218,6 +285,9 @@ async fn cell(
     let runner = tokio::spawn(run(load, budget, start, InFlight::default(), send, tx));
     let mut out = Vec::new();
     while let Some(r) = rx.recv().await {
+        writer
+            .append(&Record::Request(Box::new(r.0.clone())))
+            .unwrap();
         out.push(r);
     }
     runner.await.unwrap();
@@ -264,6 +334,14 @@ fn main() {
     if std::env::args().any(|a| a == "--rss-only") {
         return rss(&one_core);
     }
+    let tail_only = std::env::args().any(|a| a == "--tail");
+    // The tail at 256 streams: ITL 10 ms (client-added TTFT, server-seen concurrency) and
+    // ITL 1 ms (tok/s against the server's cap), each round 4 / 20 requests per stream.
+    tail(ROUNDS, Duration::from_millis(10), 4);
+    tail(ROUNDS, Duration::from_millis(1), 20);
+    if tail_only {
+        return;
+    }
     // The peak-RSS case runs first, in a fresh process, so earlier cases do not set the peak.
     let exe = std::env::current_exe().unwrap();
     let child = std::process::Command::new(exe)
@@ -274,18 +352,20 @@ fn main() {
     eprint!("{}", String::from_utf8_lossy(&child.stderr));
 
     // 1. Output tokens/s on one client core: 64 streams of 256 tokens, all written at once.
-    let url = fake_server(Answer {
+    let (url, _) = fake_server(Answer {
         tokens: 256,
+        ttft: Duration::ZERO,
         gap: Duration::ZERO,
     });
     let mut tps = Vec::new();
     for _ in 0..ROUNDS {
         let (r, wall) = one_core.block_on(cell(
-            &url,
+            &Http::new(&url, None).unwrap(),
             100,
             256,
             Load::Closed { concurrency: 64 },
             Budget::Requests(640),
+            &mut ResultWriter::none(),
         ));
         check(&r, 640, "throughput");
         tps.push(r.iter().filter_map(|q| q.0.output_tokens).sum::<u64>() as f64 / wall);
@@ -301,8 +381,9 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
     // 2. Client-added TTFT with 1,000 concurrent streams (each 16 events 100 ms apart).
-    let url = fake_server(Answer {
+    let (url, _) = fake_server(Answer {
         tokens: 16,
+        ttft: Duration::ZERO,
         gap: Duration::from_millis(100),
     });
     let mut ttft = Tails::default();
@@ -317,7 +398,14 @@ fn main() {
             3 * streams as u64,
             Pacing::Timer,
         );
-        let (r, _) = one_core.block_on(cell(&url, 100, 16, load, Budget::Requests(0)));
+        let (r, _) = one_core.block_on(cell(
+            &Http::new(&url, None).unwrap(),
+            100,
+            16,
+            load,
+            Budget::Requests(0),
+            &mut ResultWriter::none(),
+        ));
         check(&r, 3 * streams, "concurrent streams");
         // Client-added: client TTFT minus the server's own time to its first event.
         ttft.add(r.iter().filter_map(|q| Some(q.0.ttft_s? - q.1?)).collect());
@@ -328,8 +416,9 @@ fn main() {
     );
 
     // 3. Open-loop send lateness at 500 requests/s (the CLI's multi-thread runtime).
-    let url = fake_server(Answer {
+    let (url, _) = fake_server(Answer {
         tokens: 4,
+        ttft: Duration::ZERO,
         gap: Duration::ZERO,
     });
     let multi = tokio::runtime::Runtime::new().unwrap();
@@ -339,7 +428,14 @@ fn main() {
             spin: Duration::from_micros(250),
         };
         let load = open_loop(Arrival::Poisson, 500.0, round as u64, 2000, pacing);
-        let (r, _) = multi.block_on(cell(&url, 100, 4, load, Budget::Requests(0)));
+        let (r, _) = multi.block_on(cell(
+            &Http::new(&url, None).unwrap(),
+            100,
+            4,
+            load,
+            Budget::Requests(0),
+            &mut ResultWriter::none(),
+        ));
         check(&r, 2000, "open loop");
         late.add(r.iter().map(|q| q.0.sent_s - q.0.scheduled_s).collect());
     }
@@ -353,16 +449,18 @@ fn main() {
 /// 16 KiB buffer per connection: ~16 MB of the figure).
 fn rss(one_core: &tokio::runtime::Runtime) {
     let before = vm_hwm_mb();
-    let url = fake_server(Answer {
+    let (url, _) = fake_server(Answer {
         tokens: 4,
+        ttft: Duration::ZERO,
         gap: Duration::from_millis(250),
     });
     let (r, wall) = one_core.block_on(cell(
-        &url,
+        &Http::new(&url, None).unwrap(),
         131_072,
         4,
         Load::Closed { concurrency: 1000 },
         Budget::Requests(1000),
+        &mut ResultWriter::none(),
     ));
     check(&r, 1000, "128k prompts");
     println!(
@@ -370,5 +468,115 @@ fn rss(one_core: &tokio::runtime::Runtime) {
         vm_hwm_mb(),
         before,
         wall
+    );
+}
+
+/// The 1-minute load average, or `?` where /proc is absent.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".to_string())
+}
+
+/// The tail at 256 closed-loop streams against an exact-timing server (TTFT 50 ms, 64
+/// tokens `gap` apart, 1,000-token prompts) on the CLI's runtime (multi-thread, one worker
+/// per core), each record written to a result file as it comes, a fresh client per round
+/// (a first cell's connections). Client and server share the machine's cores.
+fn tail(rounds: usize, gap: Duration, per_stream: u64) {
+    const STREAMS: usize = 256;
+    const TOKENS: u64 = 64;
+    const TTFT: Duration = Duration::from_millis(50);
+    let n = STREAMS as u64 * per_stream;
+    let (url, seen) = fake_server(Answer {
+        tokens: TOKENS,
+        ttft: TTFT,
+        gap,
+    });
+    // CTXBENCH_BENCH_COLD=1: no warm connections (what the first wave cost before).
+    let cold = std::env::var("CTXBENCH_BENCH_COLD").is_ok_and(|v| v == "1");
+    // CTXBENCH_BENCH_WORKERS=N: the client on N runtime workers (0: one thread).
+    let runtime = match std::env::var("CTXBENCH_BENCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(0) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build()
+            .unwrap(),
+        None => tokio::runtime::Runtime::new().unwrap(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut added, mut first_wave, mut after_it) =
+        (Tails::default(), Tails::default(), Tails::default());
+    let mut server_late = Tails::default();
+    let (mut max_seen, mut tps, mut of_cap) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut accepted, mut reconnects, mut warmed) = (Vec::new(), Vec::new(), Vec::new());
+    let nominal = Duration::from_secs_f64((TTFT + gap * (TOKENS as u32 - 1)).as_secs_f64());
+    let slo = ctxbench::load::slo::parse("").unwrap();
+    for round in 0..rounds {
+        seen.reset();
+        let mut writer = ResultWriter::create(&dir.path().join(format!("{round}.jsonl"))).unwrap();
+        let load = Load::Closed {
+            concurrency: STREAMS,
+        };
+        let http = Http::new(&url, None).unwrap();
+        let (r, _) = runtime.block_on(async {
+            // As the CLI does: the cell's connections opened before its clock starts.
+            if !cold {
+                warmed.push(http.warm(STREAMS, Duration::from_secs(10)).await.unwrap());
+            }
+            cell(&http, 1000, TOKENS, load, Budget::Requests(n), &mut writer).await
+        });
+        check(&r, n as usize, "256 streams");
+        let client_added = |q: &(RequestRecord, Option<f64>)| Some(q.0.ttft_s? - q.1?);
+        added.add(r.iter().filter_map(client_added).collect());
+        let (first, later): (Vec<_>, Vec<_>) = r.iter().partition(|q| q.0.index < STREAMS as u64);
+        first_wave.add(first.into_iter().filter_map(client_added).collect());
+        after_it.add(later.into_iter().filter_map(client_added).collect());
+        server_late.add(
+            r.iter()
+                .filter_map(|q| Some(q.1? - TTFT.as_secs_f64()))
+                .collect(),
+        );
+        max_seen.push(seen.max_in_flight.load(Ordering::Relaxed) as f64);
+        accepted.push(seen.accepted.load(Ordering::Relaxed));
+        reconnects.push(r.iter().filter(|q| q.0.conn_reused == Some(false)).count());
+        let reqs: Vec<&RequestRecord> = r.iter().map(|q| &q.0).collect();
+        let key = reqs[0].cell;
+        let mut key = key;
+        key.concurrency = Some(STREAMS as u32);
+        let c = ctxbench::load::cell::summarise(key, &reqs, &[], &slo, 0.9);
+        let got = c.output_tps.unwrap_or(0.0);
+        // The server's cap: what it delivers to a client that answers instantly, from its
+        // own mean time holding a request.
+        let held = seen.busy_ns.load(Ordering::Relaxed) as f64
+            / seen.served.load(Ordering::Relaxed).max(1) as f64
+            * 1e-9;
+        let cap = STREAMS as f64 * TOKENS as f64 / held;
+        tps.push(got);
+        of_cap.push(got / cap);
+    }
+    let (a50, a99) = added.ms();
+    let (_, l99) = server_late.ms();
+    let ((f50, f99), (r50, r99)) = (first_wave.ms(), after_it.ms());
+    let ideal = STREAMS as f64 * TOKENS as f64 / nominal.as_secs_f64();
+    println!(
+        "256 closed-loop streams, exact-timing server (TTFT 50 ms, ITL {} ms, 64 tokens, 1,000-token prompts), {n} requests x {rounds} rounds, load average {}:\n  \
+         client-added TTFT p50 median {a50:.2} ms, p99 median {a99:.2} ms (server's own first-event lateness p99 {l99:.2} ms)\n  \
+         first wave (the first 256 requests) p50 {f50:.2} ms, p99 {f99:.2} ms; later requests p50 {r50:.2} ms, p99 {r99:.2} ms\n  \
+         server-seen concurrency max median {:.0}/256 (rounds {:?}); connections the server accepted per round {accepted:?}, requests on a new connection {reconnects:?}, connections warmed {warmed:?}\n  \
+         output tok/s median {:.0} = {:.1} % of the server's cap (nominal cap {ideal:.0})",
+        gap.as_millis(),
+        load_average(),
+        median(max_seen.clone()),
+        max_seen,
+        median(tps),
+        median(of_cap) * 100.0,
     );
 }

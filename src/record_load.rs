@@ -334,6 +334,10 @@ pub struct CellRecord {
     /// ran nothing in this cell).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<u32>,
+    /// Closed loop: connections opened and warmed before the cell's clock started (so its
+    /// first requests paid no connect); absent in files written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_connections: Option<u64>,
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.

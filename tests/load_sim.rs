@@ -85,7 +85,8 @@ async fn every_request_is_accounted_for_in_summary_and_file() {
         );
         assert!(c.goodput_fraction.unwrap() <= c.ok as f64 / c.sent as f64);
     }
-    // Connections: the closed loop's workers keep theirs alive (faults aside).
+    // Connections: the closed loop's workers keep theirs alive (faults aside; a reset
+    // one is replaced by a spare the cell's warm-up left in the pool, or by a new one).
     let reused = file
         .load
         .requests
@@ -98,7 +99,7 @@ async fn every_request_is_accounted_for_in_summary_and_file() {
         .iter()
         .filter(|q| q.conn_reused == Some(false))
         .count();
-    assert!(reused > new && new >= 1, "reused {reused}, new {new}");
+    assert!(reused > new, "reused {reused}, new {new}");
     // The per-cell summary in the file matches the returned one.
     assert_eq!(file.load.cells, r.cells);
 }

@@ -8,6 +8,7 @@
 //! attributed only to a send that had the client to itself (no other send in flight while
 //! it connected), since the connector cannot say which request a connection was made for.
 
+use hyper_util::client::legacy::connect::{Connection, HttpInfo};
 use std::collections::HashSet;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -33,6 +34,11 @@ struct Made {
     in_flight: u64,
     /// Local addresses of connections a response has come back on.
     seen: HashSet<SocketAddr>,
+    /// Connects begun and not yet ended (a connect a request stopped waiting for goes on in
+    /// the background and ends in the pool).
+    connecting: u64,
+    /// Local addresses of connections made since the last `note_warmed`.
+    made_since_warm: Vec<SocketAddr>,
 }
 
 /// Taken as a send begins; hand it back with [`ConnLog::finish`] or [`ConnLog::abandon`].
@@ -98,8 +104,25 @@ impl ConnLog {
         }
     }
 
-    fn record(&self, took: Duration, ready: Instant) {
+    /// Every connection made so far was warmed (one whose connect a warm-up request stopped
+    /// waiting for ended idle in the pool without carrying it): a later send over one is
+    /// not on a new connection.
+    /// Returns the local addresses of the connections made since the last call.
+    pub fn note_warmed(&self) -> Vec<SocketAddr> {
         let mut m = self.lock();
+        let made = std::mem::take(&mut m.made_since_warm);
+        m.seen.extend(made.iter().copied());
+        made
+    }
+
+    /// Connects begun and not yet ended.
+    pub fn connecting(&self) -> u64 {
+        self.lock().connecting
+    }
+
+    fn record(&self, took: Duration, ready: Instant, local: Option<SocketAddr>) {
+        let mut m = self.lock();
+        m.made_since_warm.extend(local);
         m.count += 1;
         m.last_connect = took;
         m.last_ready = Some(ready);
@@ -130,7 +153,7 @@ impl<S, R> tower_service::Service<R> for Track<S>
 where
     S: tower_service::Service<R>,
     S::Future: Send + 'static,
-    S::Response: Send + 'static,
+    S::Response: Connection + Send + 'static,
     S::Error: Send + 'static,
 {
     type Response = S::Response;
@@ -144,14 +167,40 @@ where
     fn call(&mut self, req: R) -> Self::Future {
         let log = Arc::clone(&self.log);
         let fut = self.inner.call(req);
+        let connecting = Connecting::begin(Arc::clone(&self.log));
         Box::pin(async move {
+            let _connecting = connecting;
             let start = Instant::now();
             let out = fut.await;
-            if out.is_ok() {
+            if let Ok(conn) = &out {
                 let ready = Instant::now();
-                log.record(ready - start, ready);
+                log.record(ready - start, ready, local_addr(conn));
             }
             out
         })
+    }
+}
+
+/// A connection's local address, from what its connector attached to it.
+fn local_addr(conn: &impl Connection) -> Option<SocketAddr> {
+    let mut extensions = http::Extensions::new();
+    conn.connected().get_extras(&mut extensions);
+    extensions.get::<HttpInfo>().map(|i| i.local_addr())
+}
+
+/// One connect in progress, counted in its log until it ends (made, failed or dropped).
+struct Connecting(Arc<ConnLog>);
+
+impl Connecting {
+    fn begin(log: Arc<ConnLog>) -> Self {
+        log.lock().connecting += 1;
+        Connecting(log)
+    }
+}
+
+impl Drop for Connecting {
+    fn drop(&mut self) {
+        let mut m = self.0.lock();
+        m.connecting = m.connecting.saturating_sub(1);
     }
 }

@@ -29,6 +29,15 @@ pub struct Http {
 /// Longest error body kept, in bytes.
 const ERROR_BODY_MAX: usize = 2048;
 
+/// What `warm` asks for: a cheap route every supported server answers quickly (those
+/// without it answer 404, which warms the connection all the same).
+const WARM_PATH: &str = "/health";
+/// How long a finished stream's body end is waited for, so its connection is kept.
+const DRAIN_GRACE: Duration = Duration::from_millis(100);
+/// Passes `warm` makes at most, and the pause between them.
+const WARM_PASSES: usize = 4;
+const WARM_SETTLE: Duration = Duration::from_millis(2);
+
 impl Http {
     pub fn new(base_url: &str, api_key: Option<String>) -> anyhow::Result<Self> {
         Self::with_pool(base_url, api_key, true)
@@ -193,6 +202,49 @@ impl Http {
             .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?
     }
 
+    /// Open `n` connections and leave them idle in the pool, so that `n` requests sent at
+    /// once next need no connect: `n` cheap GETs (`WARM_PATH`) at once, each answer read to
+    /// its end (any status, a 404 too, leaves its connection open). An answer can hand its
+    /// connection to a GET of the same pass whose own connect then ends idle in the pool, so
+    /// the connections counted are those that answered or were made, once their connects
+    /// have ended; a pass is repeated while fewer than `n`. Returns how many of the `n` are
+    /// open.
+    pub async fn warm(&self, n: usize, timeout: Duration) -> Result<usize, RequestError> {
+        let mut open = std::collections::HashSet::new();
+        for _ in 0..WARM_PASSES {
+            let gets = (0..n).map(|_| async {
+                let resp = self
+                    .request(reqwest::Method::GET, WARM_PATH)
+                    .send()
+                    .await
+                    .map_err(|e| self.connect_error(e))?;
+                let local = resp
+                    .extensions()
+                    .get::<hyper_util::client::legacy::connect::HttpInfo>()
+                    .map(|i| i.local_addr());
+                resp.bytes().await.map_err(|e| self.reset_error(&e))?;
+                Ok::<_, RequestError>(local)
+            });
+            let answered = tokio::time::timeout(timeout, futures::future::join_all(gets))
+                .await
+                .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?;
+            for a in answered {
+                open.extend(a?);
+            }
+            // Let the connects this pass began in the background end in the pool before
+            // they are counted or the cell's clock starts.
+            let settle = tokio::time::Instant::now() + timeout;
+            while self.conns.connecting() > 0 && tokio::time::Instant::now() < settle {
+                tokio::time::sleep(WARM_SETTLE).await;
+            }
+            open.extend(self.conns.note_warmed());
+            if open.len() >= n {
+                break;
+            }
+        }
+        Ok(open.len().min(n))
+    }
+
     /// POST JSON and read the response as a stream of SSE items, timestamped on arrival.
     /// `on_item` sees each item with the time since the request was sent; it returns
     /// `true` once the response is complete (the final event seen).
@@ -227,34 +279,44 @@ impl Http {
             let (sent, conn, resp) = self.post_streaming(path, &parts).await?;
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
+            let mut items = Vec::new();
             while let Some(chunk) = stream.next().await {
                 let at = sent.elapsed();
                 let chunk =
                     chunk.map_err(|e| RequestError::Reset(self.redact(&without_url(&e))))?;
-                let items = parser.push(&chunk).map_err(|e| RequestError::Malformed {
-                    offset: e.offset,
-                    message: self.redact(&e.message),
-                })?;
+                items.clear();
+                parser
+                    .push_into(&chunk, &mut items)
+                    .map_err(|e| RequestError::Malformed {
+                        offset: e.offset,
+                        message: self.redact(&e.message),
+                    })?;
                 for item in &items {
                     // Servers echo requests in their error events: keep the key out.
                     if on_item(at, item).map_err(|e| self.redact_error(e))? {
-                        return Ok(SseEnd {
+                        let end = SseEnd {
                             complete: true,
                             elapsed: sent.elapsed(),
                             conn,
-                        });
+                        };
+                        return Ok::<_, RequestError>((end, Some(stream)));
                     }
                 }
             }
-            Ok(SseEnd {
+            let end = SseEnd {
                 complete: false,
                 elapsed: sent.elapsed(),
                 conn,
-            })
+            };
+            Ok((end, None))
         };
-        tokio::time::timeout(deadline, work)
+        let (end, rest) = tokio::time::timeout(deadline, work)
             .await
-            .map_err(|_| RequestError::Timeout(deadline.as_secs_f64()))?
+            .map_err(|_| RequestError::Timeout(deadline.as_secs_f64()))??;
+        if let Some(rest) = rest {
+            drain(rest).await;
+        }
+        Ok(end)
     }
 
     /// POST JSON for a streamed answer: when it was sent, and the successful response.
@@ -342,6 +404,17 @@ impl Http {
             RequestError::Http { status, message }
         }
     }
+}
+
+/// Read what follows a stream's final event (the body's end, usually in the same packet)
+/// for at most `DRAIN_GRACE`: a response dropped before its end closes its connection, and
+/// a closed loop's next request would then pay a connect inside its TTFT.
+async fn drain<S>(mut rest: S)
+where
+    S: futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin,
+{
+    let to_end = async { while let Some(Ok(_)) = rest.next().await {} };
+    let _ = tokio::time::timeout(DRAIN_GRACE, to_end).await;
 }
 
 /// How a stream ended.

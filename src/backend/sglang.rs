@@ -90,7 +90,9 @@ impl StreamFold for Cumulative {
             EventJson::Done => return Ok(true),
             EventJson::Data(v) => v,
         };
-        let meta = v.get("meta_info").cloned().unwrap_or(Value::Null);
+        // Borrowed, not cloned: this runs for every event of every stream.
+        static NULL: Value = Value::Null;
+        let meta = v.get("meta_info").unwrap_or(&NULL);
         let text = v.get("text").and_then(Value::as_str).unwrap_or("");
         let completion = meta.get("completion_tokens").and_then(Value::as_u64);
         let tokens = match completion {
@@ -148,7 +150,7 @@ impl StreamFold for Cumulative {
                 self.out.server_timings = Some(Value::Object(timings));
             }
             self.out.spec =
-                super::spec::from_sglang_meta(&meta, completion.or(Some(self.tokens_so_far)));
+                super::spec::from_sglang_meta(meta, completion.or(Some(self.tokens_so_far)));
         }
         Ok(false)
     }

@@ -68,10 +68,17 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
         );
     }
     for k in keys {
-        out.cells.push(match sharded {
+        let mut c = match sharded {
             Some(n) => summarise_shards(&out, k, n, files),
             None => summarise_key(&out, k),
-        });
+        };
+        // Connections each client warmed for the cell, summed.
+        c.warm_connections = files
+            .iter()
+            .flat_map(|(_, f)| f.load.cells.iter().filter(|c| c.cell.same(&k)))
+            .filter_map(|c| c.warm_connections)
+            .reduce(|a, b| a + b);
+        out.cells.push(c);
     }
     Ok(out)
 }

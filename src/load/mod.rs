@@ -37,6 +37,8 @@ const SEND_SPIN: Duration = Duration::from_micros(250);
 /// Default requests per closed-loop worker, and the floor for any cell.
 const REQUESTS_PER_WORKER: u64 = 4;
 const MIN_REQUESTS: u64 = 16;
+/// The longest a cell's connection warm-up may take.
+const WARM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default open-loop arrival span, seconds.
 const DEFAULT_OPEN_SPAN_S: f64 = 10.0;
 
@@ -800,6 +802,10 @@ where
         ctx.out.cells.push(c.clone());
         return Ok(c);
     }
+    let warmed = match &load {
+        Load::Closed { concurrency } => warm(&ctx.http, *concurrency, ctx.deadline).await,
+        Load::Open { .. } => None,
+    };
     if let Some(at) = ctx.gate.take() {
         clock::wait_until(at).await?;
     }
@@ -856,6 +862,7 @@ where
     cell.cell = key;
     cell.shard = tag;
     cell.workers = workers;
+    cell.warm_connections = warmed;
     ctx.collector
         .append(&Record::Cell(Box::new(cell.clone())))?;
     ctx.collector.sync()?;
@@ -867,6 +874,26 @@ where
     ctx.out.requests.extend(requests);
     ctx.out.server_metrics.extend(scrapes);
     Ok(cell)
+}
+
+/// Open a closed-loop cell's `workers` connections before its clock starts, so its first
+/// requests measure the server, not connects. A failure is a warning: the cell runs cold.
+async fn warm(http: &Http, workers: usize, timeout: Duration) -> Option<u64> {
+    match http.warm(workers, timeout.min(WARM_TIMEOUT)).await {
+        Ok(n) => {
+            if n < workers {
+                eprintln!(
+                    "note: {n} of {workers} connections warmed before the cell; the others \
+                     connect inside their first request's TTFT"
+                );
+            }
+            Some(n as u64)
+        }
+        Err(e) => {
+            eprintln!("warning: warming the cell's connections failed ({e}); it runs cold");
+            None
+        }
+    }
 }
 
 /// `ctxbench report` on load files: merge, summarise, print.

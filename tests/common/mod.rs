@@ -279,3 +279,13 @@ pub fn assert_disjoint(samples: &[&ctxbench::record::Sample]) {
         }
     }
 }
+
+/// `ctxbench load --url URL` with `flags`, parsed as the command line would be.
+pub fn load_args(url: &str, flags: &[&str]) -> ctxbench::cli::LoadArgs {
+    let mut argv = vec!["ctxbench", "load", "--url", url];
+    argv.extend_from_slice(flags);
+    let Command::Load(a) = Cli::try_parse_from(argv).expect("load flags parse").command else {
+        unreachable!()
+    };
+    *a
+}
