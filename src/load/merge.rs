@@ -4,7 +4,7 @@
 //! the files' own percentiles.
 
 use super::{LoadResult, cell};
-use crate::record::load::{CellKey, CellRecord, LoadPlan, ShardTag};
+use crate::record::load::{CellKey, CellRecord, LoadPlan, RequestRecord, ShardTag};
 use crate::resultfile::ResultFile;
 
 /// Merge files of one plan. Request times are offsets from each client's cell start, so
@@ -142,6 +142,20 @@ fn check_shards(files: &[(String, ResultFile)]) -> anyhow::Result<Option<u32>> {
     Ok(Some(t0.shards))
 }
 
+/// A cell summarised from every merged request and scrape of it, its steady state taken as
+/// `target`'s (a closed loop's concurrency): the requests, and the cell.
+fn summarise_as(r: &LoadResult, k: CellKey, target: CellKey) -> (Vec<&RequestRecord>, CellRecord) {
+    let reqs: Vec<_> = r.requests.iter().filter(|q| q.cell.same(&k)).collect();
+    let scrapes: Vec<_> = r
+        .server_metrics
+        .iter()
+        .filter(|m| m.cell.same(&k))
+        .collect();
+    let mut c = cell::summarise(target, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
+    c.cell = k;
+    (reqs, c)
+}
+
 /// A cell of a sharded plan: its key already holds the whole plan's concurrency.
 fn summarise_shards(
     r: &LoadResult,
@@ -149,13 +163,7 @@ fn summarise_shards(
     shards: u32,
     files: &[(String, ResultFile)],
 ) -> CellRecord {
-    let reqs: Vec<_> = r.requests.iter().filter(|q| q.cell.same(&k)).collect();
-    let scrapes: Vec<_> = r
-        .server_metrics
-        .iter()
-        .filter(|m| m.cell.same(&k))
-        .collect();
-    let mut c = cell::summarise(k, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
+    let (_, mut c) = summarise_as(r, k, k);
     let idle = files
         .iter()
         .flat_map(|(_, f)| &f.load.cells)
@@ -170,25 +178,19 @@ fn summarise_shards(
 }
 
 fn summarise_key(r: &LoadResult, k: CellKey) -> CellRecord {
-    let reqs: Vec<_> = r.requests.iter().filter(|q| q.cell.same(&k)).collect();
-    let scrapes: Vec<_> = r
-        .server_metrics
-        .iter()
-        .filter(|m| m.cell.same(&k))
-        .collect();
-    let mut c = cell::summarise(k, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
+    let (reqs, c) = summarise_as(r, k, k);
     // A closed loop's target in flight is the sum over clients.
-    if let Some(conc) = k.concurrency {
-        let clients = reqs.iter().filter(|q| q.index == 0).count().max(1) as u32;
-        if clients > 1 {
-            let mut kk = k;
-            kk.concurrency = Some(conc * clients);
-            let mut merged =
-                cell::summarise(kk, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
-            merged.cell = k;
+    let clients = reqs.iter().filter(|q| q.index == 0).count().max(1) as u32;
+    match k.concurrency {
+        Some(conc) if clients > 1 => {
+            let target = CellKey {
+                concurrency: Some(conc * clients),
+                ..k
+            };
+            let (_, mut merged) = summarise_as(r, k, target);
             merged.notes.push(format!("merged from {clients} clients"));
-            c = merged;
+            merged
         }
+        _ => c,
     }
-    c
 }

@@ -243,6 +243,22 @@ pub(crate) async fn shard_and_start(
     })
 }
 
+/// The prompts of a load run: `--corpus`/`--dataset` loaded, the length mode chosen with
+/// the server (no needle: load measures speed).
+pub(crate) async fn prompt_source(
+    args: &LoadArgs,
+    backend: &dyn Backend,
+    ceiling: Option<u64>,
+    nonce: &mut NonceSource,
+) -> anyhow::Result<PromptSource> {
+    let content = crate::workload::load_content(
+        args.content.corpus.as_deref(),
+        args.content.dataset.as_deref(),
+        args.content.dataset_format,
+    )?;
+    PromptSource::prepare_with(backend, false, ceiling, nonce, content.as_ref()).await
+}
+
 /// The run record of a load run (sweep fields that do not apply are empty).
 pub(crate) fn run_record(
     args: &LoadArgs,
@@ -365,19 +381,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         .as_ref()
         .map(|l| l.tokens.saturating_sub(args.output_tokens));
     let mut nonce = NonceSource::from_entropy();
-    let content = crate::workload::load_content(
-        args.content.corpus.as_deref(),
-        args.content.dataset.as_deref(),
-        args.content.dataset_format,
-    )?;
-    let mut prompts = PromptSource::prepare_with(
-        conn.backend.as_ref(),
-        false,
-        ceiling,
-        &mut nonce,
-        content.as_ref(),
-    )
-    .await?;
+    let mut prompts = prompt_source(&args, conn.backend.as_ref(), ceiling, &mut nonce).await?;
     eprintln!("content: {}", prompts.content_label());
     if let Some(&longest) = lengths.last() {
         prompts.check_room(conn.backend.as_ref(), longest).await?;

@@ -75,13 +75,7 @@ mod tests {
     use super::*;
 
     fn req(ids: &[u64], input: u64) -> TraceRequest {
-        TraceRequest {
-            line: 1,
-            timestamp_ms: 0.0,
-            input_length: input,
-            output_length: 1,
-            hash_ids: ids.to_vec(),
-        }
+        TraceRequest::at(1, 0.0, input, 1, ids.to_vec())
     }
 
     #[test]

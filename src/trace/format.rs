@@ -40,6 +40,23 @@ pub struct TraceRequest {
 }
 
 impl TraceRequest {
+    /// A request as a trace line states it (for traces made in code: `trace synth`, tests).
+    pub fn at(
+        line: usize,
+        timestamp_ms: f64,
+        input_length: u64,
+        output_length: u64,
+        hash_ids: Vec<u64>,
+    ) -> Self {
+        TraceRequest {
+            line,
+            timestamp_ms,
+            input_length,
+            output_length,
+            hash_ids,
+        }
+    }
+
     /// Tokens of block `i` in this request: a whole block but for a partial last one.
     pub fn block_len(&self, i: usize, block_tokens: u64) -> u64 {
         let start = i as u64 * block_tokens;

@@ -14,7 +14,7 @@ use crate::record::Record;
 use crate::record::load::{CellKey, LoadPlan, ShardTag, TracePlan, TraceRequestInfo};
 use crate::run::shard::Shard;
 use crate::run::{self, Budget, Collector, Load, Pacing};
-use crate::workload::{NonceSource, PromptSource};
+use crate::workload::NonceSource;
 use rand::RngExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,19 +180,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         anyhow::bail!("{}", text_only(conn.backend.api()));
     }
     let mut nonce = NonceSource::from_entropy();
-    let content = crate::workload::load_content(
-        args.content.corpus.as_deref(),
-        args.content.dataset.as_deref(),
-        args.content.dataset_format,
-    )?;
-    let mut prompts = PromptSource::prepare_with(
-        conn.backend.as_ref(),
-        false,
-        None,
-        &mut nonce,
-        content.as_ref(),
-    )
-    .await?;
+    let mut prompts = load::prompt_source(&args, conn.backend.as_ref(), None, &mut nonce).await?;
     let vocab = prompts
         .id_vocabulary()
         .cloned()

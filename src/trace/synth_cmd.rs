@@ -106,12 +106,15 @@ fn summary(lines: &[TraceLine], block: u64) -> String {
     let requests: Vec<TraceRequest> = lines
         .iter()
         .enumerate()
-        .map(|(i, l)| TraceRequest {
-            line: i + 1,
-            timestamp_ms: l.timestamp as f64,
-            input_length: l.input_length,
-            output_length: l.output_length,
-            hash_ids: l.hash_ids.clone(),
+        .map(|(i, l)| {
+            let t = l.timestamp as f64;
+            TraceRequest::at(
+                i + 1,
+                t,
+                l.input_length,
+                l.output_length,
+                l.hash_ids.clone(),
+            )
         })
         .collect();
     let (expected, _) = super::expect::expected(&requests, block, 1);
