@@ -5,10 +5,8 @@
 
 mod common;
 
-use clap::Parser;
 use common::bin::{ctxbench, run_bounded, text};
-use common::{sim, timing_lock};
-use ctxbench::cli::{Cli, Command, LoadArgs};
+use common::{load_args, sim, timing_lock};
 use ctxbench::load::merge::merge;
 use ctxbench::resultfile::{ResultFile, read};
 use std::path::{Path, PathBuf};
@@ -44,15 +42,6 @@ const TTFT_P50_TOL_S: f64 = 0.008;
 /// Process start, connection, warm-up and prompt preparation of a debug build on a loaded
 /// machine take a few seconds; the shards are told to start this far ahead.
 const START_AHEAD: Duration = Duration::from_secs(8);
-
-fn load_args(url: &str, flags: &[&str]) -> LoadArgs {
-    let mut argv = vec!["ctxbench", "load", "--url", url];
-    argv.extend_from_slice(flags);
-    let Command::Load(a) = Cli::try_parse_from(argv).expect("load flags parse").command else {
-        unreachable!()
-    };
-    *a
-}
 
 /// Run `n` shard processes of `plan` at once; returns their files.
 fn run_shards(url: &str, plan: &[&str], n: u32, dir: &Path, extra: &[String]) -> Vec<PathBuf> {

@@ -4,20 +4,9 @@
 
 mod common;
 
-use clap::Parser;
-use common::{rel, sim, timing_lock};
-use ctxbench::cli::{Cli, Command, LoadArgs};
+use common::{load_args, rel, sim, timing_lock};
 use ctxbench::load::{LoadResult, execute};
 use ctxbench::record::Record;
-
-fn load_args(url: &str, flags: &[&str]) -> LoadArgs {
-    let mut argv = vec!["ctxbench", "load", "--url", url];
-    argv.extend_from_slice(flags);
-    let Command::Load(a) = Cli::try_parse_from(argv).expect("load flags parse").command else {
-        unreachable!()
-    };
-    *a
-}
 
 async fn load(url: &str, flags: &[&str]) -> LoadResult {
     execute(load_args(url, flags)).await.expect("load runs")

@@ -5,9 +5,7 @@
 
 mod common;
 
-use clap::Parser;
-use common::sim;
-use ctxbench::cli::{Cli, Command, LoadArgs};
+use common::{load_args, sim};
 use ctxbench::load::LoadResult;
 use std::io::Write;
 use std::path::Path;
@@ -17,15 +15,6 @@ use std::path::Path;
 const COSTS: &[&str] = &[
     "--sim-t0", "0.002", "--sim-p0", "1e6", "--sim-q", "0", "--sim-d0", "0.001", "--sim-d1", "0",
 ];
-
-fn load_args(url: &str, flags: &[&str]) -> LoadArgs {
-    let mut argv = vec!["ctxbench", "load", "--url", url];
-    argv.extend_from_slice(flags);
-    let Command::Load(a) = Cli::try_parse_from(argv).expect("load flags parse").command else {
-        unreachable!()
-    };
-    *a
-}
 
 /// 200 requests 25 ms apart: 20 conversations in turn, each turn the previous prompt plus a
 /// new block (its last block partial, so the next turn shares part of a block), every fifth
@@ -302,7 +291,10 @@ async fn bad_traces_are_refused_by_line_with_nothing_sent() {
         assert!(e.to_string().contains(want), "{argv:?}: {e}");
     }
     assert!(
-        Cli::try_parse_from(["ctxbench", "load", "--trace", p, "--rate", "1"]).is_err(),
+        <ctxbench::cli::Cli as clap::Parser>::try_parse_from([
+            "ctxbench", "load", "--trace", p, "--rate", "1"
+        ])
+        .is_err(),
         "--trace replaces --rate"
     );
     assert!(s.truth().is_empty(), "nothing was sent");
