@@ -30,12 +30,14 @@ const COLUMNS: &[&str] = &[
     "pass",
 ];
 
-fn ms(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
+/// A percentile in ms, `-` when there is none.
+pub(crate) fn ms(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
     p.map(|p| format!("{:.1}", f(&p) * 1e3))
         .unwrap_or_else(|| "-".into())
 }
 
-fn num(v: Option<f64>, digits: usize) -> String {
+/// A number to `digits` places, `-` when there is none.
+pub(crate) fn num(v: Option<f64>, digits: usize) -> String {
     v.map(|v| format!("{v:.digits$}"))
         .unwrap_or_else(|| "-".into())
 }

@@ -2,7 +2,7 @@
 //! from a file): possible vs observed hit ratio over the trace's time, TTFT of hits and
 //! misses, and what a large gap between the two ratios points to.
 
-use crate::record::load::{CellRecord, Percentiles, RequestRecord, TracePlan};
+use crate::record::load::{CellRecord, Percentiles, RequestRecord, TracePlan, TraceRequestInfo};
 use crate::run::hist::LatencyHist;
 
 /// Time bins of the hit-ratio series.
@@ -56,55 +56,58 @@ fn ratio(num: u64, den: u64) -> f64 {
 
 /// Summarise the trace requests of a run (`requests` without trace info are ignored).
 pub fn summarise(plan: &TracePlan, requests: &[RequestRecord], cells: &[CellRecord]) -> Hits {
-    let reqs: Vec<&RequestRecord> = requests.iter().filter(|r| r.trace.is_some()).collect();
-    let info = |r: &RequestRecord| r.trace.clone().unwrap_or_default();
-    let ok: Vec<&RequestRecord> = reqs.iter().copied().filter(|r| r.ok).collect();
-    let input: u64 = ok.iter().map(|r| info(r).input_length).sum();
-    let possible: u64 = ok.iter().map(|r| info(r).possible_cached_tokens).sum();
-    let reported = ok.iter().any(|r| r.cached_tokens.is_some());
-    let observed = reported.then(|| ok.iter().filter_map(|r| r.cached_tokens).sum::<u64>());
-    let is_hit = |r: &RequestRecord| match (reported, r.cached_tokens) {
-        (true, c) => c.unwrap_or(0) > 0,
-        (false, _) => info(r).possible_cached_tokens > 0,
+    // Each trace request with its trace info (records without it are not the replay's).
+    let reqs: Vec<(&RequestRecord, &TraceRequestInfo)> = requests
+        .iter()
+        .filter_map(|r| Some((r, r.trace.as_ref()?)))
+        .collect();
+    let ok: Vec<_> = reqs.iter().copied().filter(|(r, _)| r.ok).collect();
+    let input: u64 = ok.iter().map(|(_, t)| t.input_length).sum();
+    let possible: u64 = ok.iter().map(|(_, t)| t.possible_cached_tokens).sum();
+    let reported = ok.iter().any(|(r, _)| r.cached_tokens.is_some());
+    let observed = reported.then(|| ok.iter().filter_map(|(r, _)| r.cached_tokens).sum::<u64>());
+    let is_hit = |(r, t): &(&RequestRecord, &TraceRequestInfo)| match reported {
+        true => r.cached_tokens.unwrap_or(0) > 0,
+        false => t.possible_cached_tokens > 0,
     };
     let ttft = |hit: bool| {
         LatencyHist::of(
             ok.iter()
-                .filter(|r| is_hit(r) == hit)
-                .filter_map(|r| r.ttft_s),
+                .filter(|q| is_hit(q) == hit)
+                .filter_map(|(r, _)| r.ttft_s),
         )
         .percentiles()
     };
-    let end = reqs.iter().map(|r| r.scheduled_s).fold(0.0, f64::max);
+    let end = reqs.iter().map(|(r, _)| r.scheduled_s).fold(0.0, f64::max);
     let width = if end > 0.0 { end / BINS as f64 } else { 1.0 };
-    let mut bins = Vec::new();
-    for b in 0..BINS {
-        let lo = b as f64 * width;
-        let inside: Vec<&&RequestRecord> = ok
-            .iter()
-            .filter(|r| {
-                let i = ((r.scheduled_s / width) as usize).min(BINS - 1);
-                i == b
-            })
-            .collect();
-        if inside.is_empty() {
-            continue;
-        }
-        let den: u64 = inside.iter().map(|r| info(r).input_length).sum();
-        let mut ttfts: Vec<f64> = inside.iter().filter_map(|r| r.ttft_s).collect();
-        ttfts.sort_by(f64::total_cmp);
-        bins.push(Bin {
-            t_s: lo,
-            requests: inside.len() as u64,
-            possible_ratio: ratio(
-                inside.iter().map(|r| info(r).possible_cached_tokens).sum(),
-                den,
-            ),
-            observed_ratio: reported
-                .then(|| ratio(inside.iter().filter_map(|r| r.cached_tokens).sum(), den)),
-            ttft_p50_s: crate::stats::median(&ttfts),
-        });
+    let mut binned: Vec<Vec<(&RequestRecord, &TraceRequestInfo)>> = vec![Vec::new(); BINS];
+    for q in &ok {
+        binned[((q.0.scheduled_s / width) as usize).min(BINS - 1)].push(*q);
     }
+    let bins = binned
+        .iter()
+        .enumerate()
+        .filter(|(_, inside)| !inside.is_empty())
+        .map(|(b, inside)| {
+            let den: u64 = inside.iter().map(|(_, t)| t.input_length).sum();
+            let ttfts: Vec<f64> = inside.iter().filter_map(|(r, _)| r.ttft_s).collect();
+            Bin {
+                t_s: b as f64 * width,
+                requests: inside.len() as u64,
+                possible_ratio: ratio(
+                    inside.iter().map(|(_, t)| t.possible_cached_tokens).sum(),
+                    den,
+                ),
+                observed_ratio: reported.then(|| {
+                    ratio(
+                        inside.iter().filter_map(|(r, _)| r.cached_tokens).sum(),
+                        den,
+                    )
+                }),
+                ttft_p50_s: crate::stats::median(&ttfts),
+            }
+        })
+        .collect();
     let mut h = Hits {
         requests: reqs.len() as u64,
         ok: ok.len() as u64,
@@ -115,12 +118,12 @@ pub fn summarise(plan: &TracePlan, requests: &[RequestRecord], cells: &[CellReco
         observed_ratio: observed.map(|o| ratio(o, input)),
         exact: ok
             .iter()
-            .filter(|r| r.cached_tokens == Some(info(r).possible_cached_tokens))
+            .filter(|(r, t)| r.cached_tokens == Some(t.possible_cached_tokens))
             .count() as u64,
         ttft_hit: ttft(true),
         ttft_miss: ttft(false),
         split_observed: reported,
-        early_stops: reqs.iter().filter(|r| info(r).early_stop).count() as u64,
+        early_stops: reqs.iter().filter(|(_, t)| t.early_stop).count() as u64,
         bins,
         notes: Vec::new(),
     };

@@ -3,7 +3,7 @@
 
 use super::hits::Hits;
 use crate::load::LoadResult;
-use crate::record::load::Percentiles;
+use crate::load::render::{ms, num};
 use crate::report::escape::escape;
 use crate::report::plot::{Chart, Point, ScaleKind, Series, Unit};
 
@@ -14,13 +14,7 @@ pub fn hits(r: &LoadResult) -> Option<Hits> {
 }
 
 fn pct(x: Option<f64>) -> String {
-    x.map(|x| format!("{:.1}", x * 100.0))
-        .unwrap_or_else(|| "-".into())
-}
-
-fn ms(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
-    p.map(|p| format!("{:.1}", f(&p) * 1e3))
-        .unwrap_or_else(|| "-".into())
+    num(x.map(|x| x * 100.0), 1)
 }
 
 /// The text section: totals, TTFT of hits and misses, the bins, the notes.
@@ -69,9 +63,7 @@ pub fn text(r: &LoadResult) -> String {
             b.requests,
             pct(Some(b.possible_ratio)),
             pct(b.observed_ratio),
-            b.ttft_p50_s
-                .map(|t| format!("{:.1}", t * 1e3))
-                .unwrap_or_else(|| "-".into())
+            num(b.ttft_p50_s.map(|t| t * 1e3), 1)
         ));
     }
     for n in &h.notes {

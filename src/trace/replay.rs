@@ -47,7 +47,7 @@ fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>
         .transpose()
         .map_err(anyhow::Error::msg)?;
     let trace = format::read(path, args.trace_format, args.block_tokens)?;
-    let chosen = select::select(trace, &select::window_filter(window), args.trace_limit);
+    let chosen = select::select(trace, window, args.trace_limit);
     if chosen.is_empty() {
         anyhow::bail!(
             "--trace {}: no request is left after --trace-window",

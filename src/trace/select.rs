@@ -1,5 +1,6 @@
-//! Which of a trace's requests a run replays: one predicate every filter goes through
-//! (`--trace-window`, and any other such as sharding), then `--trace-limit`.
+//! Which of a trace's requests a run replays (`--trace-window`, then `--trace-limit`), and
+//! when each is sent. A shard's part is taken later, from the whole replay's requests, so
+//! that what it could hit is reckoned over all of them (`trace::replay`).
 
 use super::format::TraceRequest;
 use std::str::FromStr;
@@ -49,24 +50,21 @@ impl Window {
     }
 }
 
-/// The requests to replay: those `keep` accepts (in trace order), at most `limit` of them.
-/// `keep` sees each request with its time since the trace's first request.
+/// The requests to replay: those in `window` (in trace order), at most `limit` of them.
 pub fn select(
     trace: Vec<TraceRequest>,
-    keep: &dyn Fn(&TraceRequest, Duration) -> bool,
+    window: Option<Window>,
     limit: Option<u64>,
 ) -> Vec<TraceRequest> {
     let t0 = trace.first().map_or(0.0, |r| r.timestamp_ms);
     trace
         .into_iter()
-        .filter(|r| keep(r, Duration::from_secs_f64((r.timestamp_ms - t0) / 1e3)))
+        .filter(|r| {
+            let since = Duration::from_secs_f64((r.timestamp_ms - t0) / 1e3);
+            window.is_none_or(|w| w.holds(since))
+        })
         .take(limit.map_or(usize::MAX, |n| n as usize))
         .collect()
-}
-
-/// The predicate of `--trace-window` (everything without one).
-pub fn window_filter(window: Option<Window>) -> impl Fn(&TraceRequest, Duration) -> bool {
-    move |_, since| window.is_none_or(|w| w.holds(since))
 }
 
 /// Send offsets: each request's time after the first selected one, times `scale`.
@@ -97,20 +95,14 @@ mod tests {
         let w: Window = "1s..2s".parse().unwrap();
         let trace: Vec<_> = [500.0, 1500.0, 1999.0, 2500.0, 3500.0].map(at).into();
         // Offsets from the first request (500 ms): 0, 1, 1.499, 2, 3 s.
-        let got = select(trace.clone(), &window_filter(Some(w)), None);
+        let got = select(trace.clone(), Some(w), None);
         assert_eq!(
             got.iter().map(|r| r.timestamp_ms).collect::<Vec<_>>(),
             [1500.0, 1999.0]
         );
         let open: Window = "2s..".parse().unwrap();
-        assert_eq!(
-            select(trace.clone(), &window_filter(Some(open)), Some(1)).len(),
-            1
-        );
-        assert_eq!(
-            select(trace.clone(), &window_filter(None), Some(3)).len(),
-            3
-        );
+        assert_eq!(select(trace.clone(), Some(open), Some(1)).len(), 1);
+        assert_eq!(select(trace.clone(), None, Some(3)).len(), 3);
         let upto: Window = "..1s".parse().unwrap();
         assert_eq!(upto.from, Duration::ZERO);
         for bad in ["10m", "2s..1s", "x..1s"] {
