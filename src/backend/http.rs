@@ -7,7 +7,7 @@ use super::conn::{ConnLog, ConnUse, TrackLayer};
 use super::sse::{SseItem, SseParser};
 use futures::StreamExt;
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -326,37 +326,42 @@ impl Http {
         parts: &[bytes::Bytes],
     ) -> Result<(Instant, ConnUse, reqwest::Response), RequestError> {
         let length: usize = parts.iter().map(|p| p.len()).sum();
-        let body = || -> reqwest::Body {
-            if let [one] = parts {
-                reqwest::Body::from(one.clone())
-            } else {
-                // The body stream must own its chunks; cloning `Bytes` copies no data.
-                let owned: Vec<bytes::Bytes> = parts.to_vec();
-                let chunks = owned.into_iter().map(Ok::<_, std::io::Error>);
-                reqwest::Body::wrap_stream(futures::stream::iter(chunks))
-            }
+        // The body as a stream that notes when the connection first asks it for bytes: the
+        // moment the request goes onto the wire, after any wait for the connection's task.
+        let body = || -> (reqwest::Body, Arc<OnceLock<Instant>>) {
+            let polled = Arc::new(OnceLock::new());
+            let note = Arc::clone(&polled);
+            // The body stream must own its chunks; cloning `Bytes` copies no data.
+            let chunks = futures::stream::iter(parts.to_vec()).map(move |c| {
+                note.get_or_init(Instant::now);
+                Ok::<_, std::io::Error>(c)
+            });
+            (reqwest::Body::wrap_stream(chunks), polled)
         };
         let mut retried = false;
         let (sent, conn, resp) = loop {
             let mark = self.conns.begin();
             let sent = Instant::now();
+            let (body, polled) = body();
             match self
                 .request(reqwest::Method::POST, path)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .header(reqwest::header::CONTENT_LENGTH, length)
-                .body(body())
+                .body(body)
                 .send()
                 .await
             {
                 Ok(resp) => {
-                    // TTFT's clock starts when the request is handed to a ready
-                    // connection: a new one's connect time is recorded, not counted.
+                    // TTFT's clock starts when the request's bytes are handed to a ready
+                    // connection: neither a new one's connect time (recorded, not counted)
+                    // nor the client's own queue before the write is the server's.
                     let local = resp
                         .extensions()
                         .get::<hyper_util::client::legacy::connect::HttpInfo>()
                         .map(|i| i.local_addr());
                     let conn = self.conns.finish(mark, local);
-                    let handed = conn.ready_at.map_or(sent, |r| r.max(sent));
+                    let ready = conn.ready_at.map_or(sent, |r| r.max(sent));
+                    let handed = polled.get().map_or(ready, |p| (*p).max(ready));
                     break (handed, conn, resp);
                 }
                 // A pooled keep-alive connection the server closed just as it was reused:

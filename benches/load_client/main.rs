@@ -2,7 +2,8 @@
 //! output tokens/s one client core sustains, client-observed TTFT at 1,000 concurrent
 //! streams, peak RSS with 1,000 concurrent 128k-token prompts, open-loop send lateness at
 //! 500 requests/s, and the tail at 256 closed-loop streams against an exact-timing server
-//! (client-added TTFT, the concurrency the server saw, tok/s against the server's cap).
+//! (client-added TTFT, the concurrency the server saw, tok/s against the server's cap and
+//! against the null client's, the least any client can do: `null_client`).
 //! Prints medians over rounds; run with `cargo bench --bench load_client` (`-- --tail`: the
 //! 256-stream cases only; raise `ulimit -n` above ~4,100 for the 1,000-stream cases).
 
@@ -17,162 +18,15 @@ use ctxbench::record::load::{CellKey, RequestRecord};
 use ctxbench::run::runner::InFlight;
 use ctxbench::run::writer::ResultWriter;
 use ctxbench::run::{Arrival, Budget, Load, Pacing, Slot, run};
+use server::{Answer, Seen};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-/// How the fake server answers: `tokens` events, the first `ttft` after it has the whole
-/// request, then `gap` apart (zero: all in one write). Times are kept from the request's
-/// arrival, so a late timer tick delays one event, never the ones after it.
-#[derive(Clone, Copy)]
-struct Answer {
-    tokens: u64,
-    ttft: Duration,
-    gap: Duration,
-}
-
-/// What the server saw, counted by the server: requests it held at once (from having the
-/// whole request to writing its last event), the time it held them, connections accepted.
-#[derive(Default)]
-struct Seen {
-    in_flight: AtomicU64,
-    max_in_flight: AtomicU64,
-    served: AtomicU64,
-    busy_ns: AtomicU64,
-    accepted: AtomicU64,
-}
-
-impl Seen {
-    fn reset(&self) {
-        for a in [
-            &self.max_in_flight,
-            &self.served,
-            &self.busy_ns,
-            &self.accepted,
-        ] {
-            a.store(0, Ordering::Relaxed);
-        }
-    }
-
-    fn begin(&self) {
-        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
-    }
-
-    fn end(&self, held: Duration) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        self.served.fetch_add(1, Ordering::Relaxed);
-        self.busy_ns
-            .fetch_add(held.as_nanos() as u64, Ordering::Relaxed);
-    }
-}
-
-fn header_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
-}
-
-fn content_length(head: &[u8]) -> usize {
-    let text = String::from_utf8_lossy(head).to_ascii_lowercase();
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("content-length:")
-                .map(|v| v.trim().parse().unwrap_or(0))
-        })
-        .unwrap_or(0)
-}
-
-/// The clock server and client share (one process): the server writes, in the answer's
-/// text, when it had the whole request and when it wrote the first event, so the client
-/// can take the server's own time out of TTFT.
-static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-
-fn now_ns() -> u128 {
-    EPOCH
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos()
-}
-
-fn event(k: u64, last: bool, stamp: &str) -> String {
-    let fin = if last { r#"{"type":"length"}"# } else { "null" };
-    let text = format!("{stamp}{}", "x".repeat(k as usize));
-    let ev = format!(
-        "data: {{\"text\":\"{text}\",\"meta_info\":{{\"prompt_tokens\":100,\"cached_tokens\":0,\"completion_tokens\":{k},\"finish_reason\":{fin}}}}}\n\n"
-    );
-    format!("{:x}\r\n{ev}\r\n", ev.len())
-}
-
-async fn connection(mut sock: TcpStream, answer: Answer, seen: Arc<Seen>) {
-    sock.set_nodelay(true).ok();
-    seen.accepted.fetch_add(1, Ordering::Relaxed);
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 16 << 10];
-    loop {
-        let end = loop {
-            if let Some(e) = header_end(&buf) {
-                break e;
-            }
-            match sock.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        };
-        // A GET (the client warming its connections): an empty answer at once.
-        if buf.starts_with(b"GET ") {
-            buf.drain(..end);
-            let empty = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-            if sock.write_all(empty.as_bytes()).await.is_err() {
-                return;
-            }
-            continue;
-        }
-        // Read and discard the body: the server keeps nothing per request.
-        let mut left = content_length(&buf[..end]).saturating_sub(buf.len() - end);
-        buf.clear();
-        while left > 0 {
-            match sock.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => left = left.saturating_sub(n),
-            }
-        }
-        let (received, arrived) = (now_ns(), tokio::time::Instant::now());
-        seen.begin();
-        let mut out = String::from(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-        );
-        let mut stamp = String::new();
-        let mut ok = true;
-        for k in 1..=answer.tokens {
-            let due = arrived + answer.ttft + answer.gap * (k as u32 - 1);
-            if due > tokio::time::Instant::now() {
-                tokio::time::sleep_until(due).await;
-            }
-            if k == 1 {
-                stamp = format!("{received}:{}:", now_ns());
-            }
-            out.push_str(&event(k, k == answer.tokens, &stamp));
-            if !answer.gap.is_zero() && k < answer.tokens {
-                ok = sock.write_all(out.as_bytes()).await.is_ok();
-                out.clear();
-                if !ok {
-                    break;
-                }
-            }
-        }
-        if ok {
-            let done = "data: [DONE]\n\n";
-            out.push_str(&format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len()));
-            ok = sock.write_all(out.as_bytes()).await.is_ok();
-        }
-        seen.end(arrived.elapsed());
-        if !ok {
-            return;
-        }
-    }
-}
+mod null_client;
+mod rx_stamp;
+mod server;
 
 /// Each round's p50 and p99, reported as their medians over rounds.
 #[derive(Default)]
@@ -202,26 +56,10 @@ fn open_loop(arrival: Arrival, rate: f64, seed: u64, n: u64, pacing: Pacing) -> 
     }
 }
 
-/// Start the fake server on its own runtime thread; returns its URL and its counts.
+/// Start the fake server; returns its URL and its counts.
 fn fake_server(answer: Answer) -> (String, Arc<Seen>) {
-    let seen = Arc::new(Seen::default());
-    let counts = seen.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            tx.send(l.local_addr().unwrap()).unwrap();
-            loop {
-                let Ok((s, _)) = l.accept().await else { return };
-                tokio::spawn(connection(s, answer, seen.clone()));
-            }
-        });
-    });
-    (format!("http://{}", rx.recv().unwrap()), counts)
+    let (addr, seen) = server::start(answer);
+    (format!("http://{addr}"), seen)
 }
 
 fn backend(http: &Http) -> Arc<dyn Backend> {
@@ -269,12 +107,10 @@ async fn cell(
             };
             let result = shot.backend.generate(&req).await;
             // Server TTFT: from having the request to writing the first event.
-            let server_s = result.as_ref().ok().and_then(|c| {
-                let mut it = c.text.split(':');
-                let r: u128 = it.next()?.parse().ok()?;
-                let w: u128 = it.next()?.parse().ok()?;
-                Some((w - r) as f64 * 1e-9)
-            });
+            let server_s = result
+                .as_ref()
+                .ok()
+                .and_then(|c| server::server_ttft_s(&c.text));
             let ended = slot.start.elapsed().as_secs_f64();
             (
                 ctxbench::load::request::record(shot.cell, slot, ended, result),
@@ -482,17 +318,21 @@ fn load_average() -> String {
 /// The tail at 256 closed-loop streams against an exact-timing server (TTFT 50 ms, 64
 /// tokens `gap` apart, 1,000-token prompts) on the CLI's runtime (multi-thread, one worker
 /// per core), each record written to a result file as it comes, a fresh client per round
-/// (a first cell's connections). Client and server share the machine's cores.
+/// (a first cell's connections). Client and server share the machine's cores. Each round
+/// also runs the null client (raw sockets, nothing parsed) on the same runtime: what it
+/// reaches is the ceiling for any client here.
 fn tail(rounds: usize, gap: Duration, per_stream: u64) {
     const STREAMS: usize = 256;
     const TOKENS: u64 = 64;
+    const PROMPT: u32 = 1000;
     const TTFT: Duration = Duration::from_millis(50);
     let n = STREAMS as u64 * per_stream;
-    let (url, seen) = fake_server(Answer {
+    let (addr, seen) = server::start(Answer {
         tokens: TOKENS,
         ttft: TTFT,
         gap,
     });
+    let url = format!("http://{addr}");
     // CTXBENCH_BENCH_COLD=1: no warm connections (what the first wave cost before).
     let cold = std::env::var("CTXBENCH_BENCH_COLD").is_ok_and(|v| v == "1");
     // CTXBENCH_BENCH_WORKERS=N: the client on N runtime workers (0: one thread).
@@ -514,12 +354,25 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
     let dir = tempfile::tempdir().unwrap();
     let (mut added, mut first_wave, mut after_it) =
         (Tails::default(), Tails::default(), Tails::default());
+    let (mut null_added, mut null_first, mut null_later) =
+        (Tails::default(), Tails::default(), Tails::default());
     let mut server_late = Tails::default();
     let (mut max_seen, mut tps, mut of_cap) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut null_tps, mut of_null) = (Vec::new(), Vec::new());
     let (mut accepted, mut reconnects, mut warmed) = (Vec::new(), Vec::new(), Vec::new());
     let nominal = Duration::from_secs_f64((TTFT + gap * (TOKENS as u32 - 1)).as_secs_f64());
     let slo = ctxbench::load::slo::parse("").unwrap();
+    let wave = |index: u64| index < STREAMS as u64;
     for round in 0..rounds {
+        // The null client first, then ctxbench, each on a fresh set of connections.
+        let (samples, null) = runtime.block_on(null_client::run(addr, STREAMS, n, PROMPT, TOKENS));
+        let null_added_of = |s: &null_client::Sample| s.ttft_s - s.server_s;
+        null_added.add(samples.iter().map(null_added_of).collect());
+        let (first, later): (Vec<_>, Vec<_>) = samples.iter().partition(|s| wave(s.index));
+        null_first.add(first.into_iter().map(null_added_of).collect());
+        null_later.add(later.into_iter().map(null_added_of).collect());
+        null_tps.push(null);
+
         seen.reset();
         let mut writer = ResultWriter::create(&dir.path().join(format!("{round}.jsonl"))).unwrap();
         let load = Load::Closed {
@@ -529,14 +382,23 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         let (r, _) = runtime.block_on(async {
             // As the CLI does: the cell's connections opened before its clock starts.
             if !cold {
-                warmed.push(http.warm(STREAMS, Duration::from_secs(10)).await.unwrap());
+                let want = STREAMS + ctxbench::load::spare_connections(STREAMS);
+                warmed.push(http.warm(want, Duration::from_secs(10)).await.unwrap());
             }
-            cell(&http, 1000, TOKENS, load, Budget::Requests(n), &mut writer).await
+            cell(
+                &http,
+                PROMPT,
+                TOKENS,
+                load,
+                Budget::Requests(n),
+                &mut writer,
+            )
+            .await
         });
         check(&r, n as usize, "256 streams");
         let client_added = |q: &(RequestRecord, Option<f64>)| Some(q.0.ttft_s? - q.1?);
         added.add(r.iter().filter_map(client_added).collect());
-        let (first, later): (Vec<_>, Vec<_>) = r.iter().partition(|q| q.0.index < STREAMS as u64);
+        let (first, later): (Vec<_>, Vec<_>) = r.iter().partition(|q| wave(q.0.index));
         first_wave.add(first.into_iter().filter_map(client_added).collect());
         after_it.add(later.into_iter().filter_map(client_added).collect());
         server_late.add(
@@ -548,8 +410,7 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         accepted.push(seen.accepted.load(Ordering::Relaxed));
         reconnects.push(r.iter().filter(|q| q.0.conn_reused == Some(false)).count());
         let reqs: Vec<&RequestRecord> = r.iter().map(|q| &q.0).collect();
-        let key = reqs[0].cell;
-        let mut key = key;
+        let mut key = reqs[0].cell;
         key.concurrency = Some(STREAMS as u32);
         let c = ctxbench::load::cell::summarise(key, &reqs, &[], &slo, 0.9);
         let got = c.output_tps.unwrap_or(0.0);
@@ -561,22 +422,28 @@ fn tail(rounds: usize, gap: Duration, per_stream: u64) {
         let cap = STREAMS as f64 * TOKENS as f64 / held;
         tps.push(got);
         of_cap.push(got / cap);
+        of_null.push(got / null);
     }
     let (a50, a99) = added.ms();
     let (_, l99) = server_late.ms();
     let ((f50, f99), (r50, r99)) = (first_wave.ms(), after_it.ms());
+    let ((n50, n99), (nf50, nf99), (nr50, nr99)) =
+        (null_added.ms(), null_first.ms(), null_later.ms());
     let ideal = STREAMS as f64 * TOKENS as f64 / nominal.as_secs_f64();
     println!(
         "256 closed-loop streams, exact-timing server (TTFT 50 ms, ITL {} ms, 64 tokens, 1,000-token prompts), {n} requests x {rounds} rounds, load average {}:\n  \
          client-added TTFT p50 median {a50:.2} ms, p99 median {a99:.2} ms (server's own first-event lateness p99 {l99:.2} ms)\n  \
          first wave (the first 256 requests) p50 {f50:.2} ms, p99 {f99:.2} ms; later requests p50 {r50:.2} ms, p99 {r99:.2} ms\n  \
+         null client (raw sockets, nothing parsed): client-added p50 {n50:.2} ms, p99 {n99:.2} ms; first wave p50 {nf50:.2}, p99 {nf99:.2}; later p50 {nr50:.2}, p99 {nr99:.2}\n  \
          server-seen concurrency max median {:.0}/256 (rounds {:?}); connections the server accepted per round {accepted:?}, requests on a new connection {reconnects:?}, connections warmed {warmed:?}\n  \
-         output tok/s median {:.0} = {:.1} % of the server's cap (nominal cap {ideal:.0})",
+         output tok/s median {:.0} = {:.1} % of the server's cap, {:.1} % of the null client's {:.0} (nominal cap {ideal:.0})",
         gap.as_millis(),
         load_average(),
         median(max_seen.clone()),
         max_seen,
         median(tps),
         median(of_cap) * 100.0,
+        median(of_null) * 100.0,
+        median(null_tps),
     );
 }
