@@ -76,7 +76,7 @@ impl Backend for LlamaCpp {
 }
 
 #[derive(Default)]
-struct Events {
+pub(crate) struct Events {
     out: Completion,
     tokens: u64,
 }

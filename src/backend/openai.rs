@@ -134,7 +134,7 @@ impl Backend for OpenAi {
 
 /// Folds delta chunks into events with token counts.
 #[derive(Default)]
-struct Deltas {
+pub(crate) struct Deltas {
     out: Completion,
     /// Cumulative completion tokens reported so far (continuous usage).
     reported: Option<u64>,

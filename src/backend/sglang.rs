@@ -74,7 +74,7 @@ impl Backend for Sglang {
 
 /// Folds SGLang's cumulative events into per-event token counts.
 #[derive(Default)]
-struct Cumulative {
+pub(crate) struct Cumulative {
     out: Completion,
     tokens_so_far: u64,
     text_len: usize,
