@@ -6,7 +6,7 @@
 //! event).
 
 use ctxbench::backend::ndjson::NdjsonParser;
-use ctxbench::backend::sse::{SseItem, SseParser};
+use ctxbench::backend::sse::{ItemRef, SseBatch, SseItem, SseParser};
 use ctxbench::backend::{FoldApi, fold_chunks};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -205,6 +205,33 @@ fn bench_sse(name: &str, chunks: &[&[u8]], total: usize, with_json: bool) {
     report(name, n, total, times);
 }
 
+/// `bench_sse` without JSON, into one batch reused for every chunk.
+fn bench_sse_batch(name: &str, chunks: &[&[u8]], total: usize) {
+    let mut times = Vec::new();
+    let mut n = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let mut p = SseParser::new();
+        let mut items = SseBatch::default();
+        let mut events = 0usize;
+        for c in chunks {
+            items.clear();
+            p.push_batch(c, &mut items).expect("valid stream");
+            for item in items.iter() {
+                if let ItemRef::Event(e) = item {
+                    events += 1;
+                    black_box(e.data);
+                }
+            }
+        }
+        black_box(p.finish().expect("complete"));
+        times.push(t.elapsed());
+        n = events;
+    }
+    assert_eq!(n, EVENTS + 1);
+    report(name, n, total, times);
+}
+
 fn bench_ndjson(name: &str, chunks: &[&[u8]], total: usize) {
     let mut times = Vec::new();
     let mut n = 0;
@@ -302,6 +329,7 @@ fn main() {
     let big = chunks(&sse, 1024, 4096);
     let small = chunks(&sse, 17, 97);
     bench_sse("SSE, 1-4 KiB chunks", &big, sse.len(), false);
+    bench_sse_batch("SSE into a reused batch, 1-4 KiB chunks", &big, sse.len());
     bench_sse(
         "SSE, 17-97 B chunks (most lines split)",
         &small,
