@@ -3,7 +3,7 @@
 //! Prints median and p99 over several rounds; compare runs as ratios, machines are noisy.
 
 use ctxbench::backend::http::Http;
-use ctxbench::backend::sse::SseItem;
+use ctxbench::backend::sse::ItemRef;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -75,7 +75,7 @@ fn main() {
             let mut seen = Vec::with_capacity(EVENTS);
             let start = Instant::now();
             http.post_sse("/generate", &json!({}), Duration::from_secs(60), |at, item| {
-                if matches!(item, SseItem::Event(_)) {
+                if matches!(item, ItemRef::Event(_)) {
                     seen.push(start + at);
                 }
                 Ok(false)

@@ -2,7 +2,7 @@
 //! recover exactly what was serialised, and fail at the right offset, never by panicking.
 
 use ctxbench::backend::ndjson::{NdjsonError, NdjsonParser};
-use ctxbench::backend::sse::{SseError, SseEvent, SseItem, SseParser};
+use ctxbench::backend::sse::{SseBatch, SseError, SseEvent, SseItem, SseParser};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 use serde_json::Value;
@@ -144,7 +144,18 @@ fn serialise(blocks: &[Block], styles: &[Style], bom: bool) -> (Vec<u8>, Vec<Sse
 /// `finish` returned.
 type SseOutcome = (Vec<SseItem>, Result<Option<SseEvent>, SseError>);
 
+/// Also checks that pushing into a reused `SseBatch` lends the same items.
 fn parse_sse(bytes: &[u8], cuts: &[usize]) -> SseOutcome {
+    let owned = parse_sse_owned(bytes, cuts);
+    assert_eq!(
+        parse_sse_batch(bytes, cuts),
+        owned,
+        "batch and owned pushes differ"
+    );
+    owned
+}
+
+fn parse_sse_owned(bytes: &[u8], cuts: &[usize]) -> SseOutcome {
     let mut p = SseParser::new();
     let mut items = Vec::new();
     let mut start = 0;
@@ -156,6 +167,24 @@ fn parse_sse(bytes: &[u8], cuts: &[usize]) -> SseOutcome {
         start = cut;
     }
     assert!(p.bytes_pushed() == bytes.len() as u64);
+    (items, p.finish())
+}
+
+fn parse_sse_batch(bytes: &[u8], cuts: &[usize]) -> SseOutcome {
+    let mut p = SseParser::new();
+    let mut batch = SseBatch::default();
+    let mut items = Vec::new();
+    let mut start = 0;
+    for &cut in cuts.iter().chain(std::iter::once(&bytes.len())) {
+        let cut = cut.clamp(start, bytes.len());
+        batch.clear();
+        let pushed = p.push_batch(&bytes[start..cut], &mut batch);
+        items.extend(batch.iter().map(|i| i.to_item()));
+        if let Err(e) = pushed {
+            return (items, Err(e));
+        }
+        start = cut;
+    }
     (items, p.finish())
 }
 

@@ -4,7 +4,7 @@
 
 use super::RequestError;
 use super::conn::{ConnLog, ConnUse, TrackLayer};
-use super::sse::{SseItem, SseParser};
+use super::sse::{ItemRef, SseBatch, SseParser};
 use futures::StreamExt;
 use serde_json::Value;
 use std::sync::{Arc, OnceLock};
@@ -256,7 +256,7 @@ impl Http {
         on_item: F,
     ) -> Result<SseEnd, RequestError>
     where
-        F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
+        F: FnMut(Duration, ItemRef<'_>) -> Result<bool, RequestError>,
     {
         let payload = Self::payload(body)?;
         self.post_sse_parts(path, vec![payload], deadline, on_item)
@@ -273,34 +273,27 @@ impl Http {
         mut on_item: F,
     ) -> Result<SseEnd, RequestError>
     where
-        F: FnMut(Duration, &SseItem) -> Result<bool, RequestError>,
+        F: FnMut(Duration, ItemRef<'_>) -> Result<bool, RequestError>,
     {
         let work = async {
             let (sent, conn, resp) = self.post_streaming(path, &parts).await?;
             let mut parser = SseParser::new();
             let mut stream = resp.bytes_stream();
-            let mut items = Vec::new();
+            let mut items = SseBatch::default();
             while let Some(chunk) = stream.next().await {
                 let at = sent.elapsed();
                 let chunk =
                     chunk.map_err(|e| RequestError::Reset(self.redact(&without_url(&e))))?;
-                items.clear();
-                parser
-                    .push_into(&chunk, &mut items)
-                    .map_err(|e| RequestError::Malformed {
-                        offset: e.offset,
-                        message: self.redact(&e.message),
-                    })?;
-                for item in &items {
-                    // Servers echo requests in their error events: keep the key out.
-                    if on_item(at, item).map_err(|e| self.redact_error(e))? {
-                        let end = SseEnd {
-                            complete: true,
-                            elapsed: sent.elapsed(),
-                            conn,
-                        };
-                        return Ok::<_, RequestError>((end, Some(stream)));
-                    }
+                // Servers echo requests in their error events: keep the key out.
+                if super::feed(&mut parser, &mut items, &chunk, |item| on_item(at, item))
+                    .map_err(|e| self.redact_error(e))?
+                {
+                    let end = SseEnd {
+                        complete: true,
+                        elapsed: sent.elapsed(),
+                        conn,
+                    };
+                    return Ok::<_, RequestError>((end, Some(stream)));
                 }
             }
             let end = SseEnd {

@@ -3,7 +3,7 @@
 
 use super::flush::Flusher;
 use super::http::Http;
-use super::sse::SseItem;
+use super::sse::ItemRef;
 use super::{
     Backend, Completion, EventJson, Flush, GenRequest, RequestError, StreamEvent, StreamFold,
 };
@@ -76,13 +76,13 @@ impl Backend for LlamaCpp {
 }
 
 #[derive(Default)]
-struct Events {
+pub(crate) struct Events {
     out: Completion,
     tokens: u64,
 }
 
 impl StreamFold for Events {
-    fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
+    fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
         // llama-server ends on `stop:true`, never `[DONE]`.
         let v = match super::event_json(item)? {
             EventJson::Skip | EventJson::Done => return Ok(false),
@@ -155,15 +155,15 @@ mod tests {
         let mut e = Events::default();
         let ms = Duration::from_millis;
         assert!(
-            !e.on_item(ms(5), &ev(r#"{"content":"a","tokens":[5],"stop":false}"#))
+            !e.on_item(ms(5), ev(r#"{"content":"a","tokens":[5],"stop":false}"#))
                 .unwrap()
         );
         assert!(
-            !e.on_item(ms(6), &ev(r#"{"content":"b","tokens":[6],"stop":false}"#))
+            !e.on_item(ms(6), ev(r#"{"content":"b","tokens":[6],"stop":false}"#))
                 .unwrap()
         );
         let last = r#"{"content":"","tokens":[],"stop":true,"stop_type":"limit","tokens_predicted":2,"tokens_evaluated":100,"truncated":false,"timings":{"cache_n":0,"prompt_n":100,"prompt_ms":12.5,"predicted_n":2,"predicted_ms":3.0}}"#;
-        assert!(e.on_item(ms(7), &ev(last)).unwrap());
+        assert!(e.on_item(ms(7), ev(last)).unwrap());
         let out = e.finish(true, ms(7)).unwrap();
         assert_eq!(out.events.len(), 2);
         assert_eq!(out.prompt_tokens, Some(100));
@@ -178,7 +178,7 @@ mod tests {
         let mut e = Events::default();
         let r = e.on_item(
             Duration::ZERO,
-            &ev(r#"{"error":{"code":500,"message":"invalid utf-8","type":"server_error"}}"#),
+            ev(r#"{"error":{"code":500,"message":"invalid utf-8","type":"server_error"}}"#),
         );
         assert_eq!(r, Err(RequestError::ServerEvent("invalid utf-8".into())));
     }

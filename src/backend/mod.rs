@@ -172,7 +172,7 @@ pub trait Backend: Send + Sync {
 /// Folds one API's stream items into a `Completion`.
 pub(crate) trait StreamFold {
     /// Take one item seen `at` after sending; `true` once the response is complete.
-    fn on_item(&mut self, at: Duration, item: &sse::SseItem) -> Result<bool, RequestError>;
+    fn on_item(&mut self, at: Duration, item: sse::ItemRef<'_>) -> Result<bool, RequestError>;
     /// The completion, or why the stream did not make one.
     fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError>;
 }
@@ -188,6 +188,67 @@ pub(crate) fn completed(
     }
     out.e2e = elapsed;
     Ok(out)
+}
+
+/// Stream APIs whose folds [`fold_chunks`] drives.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldApi {
+    Sglang,
+    Openai,
+    Llamacpp,
+}
+
+/// Folds a stream already received as `chunks` through the parser and fold a streamed
+/// request of `api` uses, chunk `i` seen `i` µs after sending: the client's whole per-event
+/// work without the network, for benches.
+#[doc(hidden)]
+pub fn fold_chunks<'c>(
+    api: FoldApi,
+    chunks: impl IntoIterator<Item = &'c [u8]>,
+) -> Result<Completion, RequestError> {
+    match api {
+        FoldApi::Sglang => fold_all(sglang::Cumulative::default(), chunks),
+        FoldApi::Openai => fold_all(openai::Deltas::default(), chunks),
+        FoldApi::Llamacpp => fold_all(llamacpp::Events::default(), chunks),
+    }
+}
+
+fn fold_all<'c, F: StreamFold>(
+    mut fold: F,
+    chunks: impl IntoIterator<Item = &'c [u8]>,
+) -> Result<Completion, RequestError> {
+    let mut parser = sse::SseParser::new();
+    let mut items = sse::SseBatch::default();
+    let mut at = Duration::ZERO;
+    for chunk in chunks {
+        if feed(&mut parser, &mut items, chunk, |item| {
+            fold.on_item(at, item)
+        })? {
+            return fold.finish(true, at);
+        }
+        at += Duration::from_micros(1);
+    }
+    fold.finish(false, at)
+}
+
+/// Parse one chunk of a stream into `items` (emptied first) and hand them to `on_item` in
+/// order; `true` as soon as it returns `true` (the chunk's later items left unseen). A
+/// malformed stream fails before any of the chunk's items is handed on.
+pub(crate) fn feed(
+    parser: &mut sse::SseParser,
+    items: &mut sse::SseBatch,
+    chunk: &[u8],
+    mut on_item: impl FnMut(sse::ItemRef<'_>) -> Result<bool, RequestError>,
+) -> Result<bool, RequestError> {
+    items.clear();
+    parser.push_batch(chunk, items)?;
+    for item in items.iter() {
+        if on_item(item)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// POST a generation request and fold its stream.
@@ -227,14 +288,20 @@ pub(crate) enum EventJson {
 }
 
 /// Parse an item as JSON, turning malformed data and in-stream error events into errors.
-pub(crate) fn event_json(item: &sse::SseItem) -> Result<EventJson, RequestError> {
-    let sse::SseItem::Event(ev) = item else {
+pub(crate) fn event_json(item: sse::ItemRef<'_>) -> Result<EventJson, RequestError> {
+    let sse::ItemRef::Event(ev) = item else {
         return Ok(EventJson::Skip);
     };
     if ev.data.trim() == "[DONE]" {
         return Ok(EventJson::Done);
     }
-    let v: Value = serde_json::from_str(&ev.data).map_err(|e| RequestError::Malformed {
+    value_event(ev).map(EventJson::Data)
+}
+
+/// An event's data (not `[DONE]`) as JSON, turning malformed data and in-stream error
+/// events into errors.
+pub(crate) fn value_event(ev: sse::EventRef<'_>) -> Result<Value, RequestError> {
+    let v: Value = serde_json::from_str(ev.data).map_err(|e| RequestError::Malformed {
         offset: ev.offset,
         message: format!("not JSON: {e}"),
     })?;
@@ -242,14 +309,14 @@ pub(crate) fn event_json(item: &sse::SseItem) -> Result<EventJson, RequestError>
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(RequestError::ServerEvent(event_error_message(err)));
     }
-    Ok(EventJson::Data(v))
+    Ok(v)
 }
 
 /// A stream event as tests build it.
 #[cfg(test)]
-pub(crate) fn test_event(data: &str) -> sse::SseItem {
-    sse::SseItem::Event(sse::SseEvent {
-        data: data.into(),
+pub(crate) fn test_event(data: &str) -> sse::ItemRef<'_> {
+    sse::ItemRef::Event(sse::EventRef {
+        data,
         event: None,
         offset: 0,
     })

@@ -3,7 +3,7 @@
 
 use super::flush::Flusher;
 use super::http::Http;
-use super::sse::SseItem;
+use super::sse::ItemRef;
 use super::{
     Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
     StreamFold,
@@ -134,7 +134,7 @@ impl Backend for OpenAi {
 
 /// Folds delta chunks into events with token counts.
 #[derive(Default)]
-struct Deltas {
+pub(crate) struct Deltas {
     out: Completion,
     /// Cumulative completion tokens reported so far (continuous usage).
     reported: Option<u64>,
@@ -144,7 +144,7 @@ struct Deltas {
 }
 
 impl StreamFold for Deltas {
-    fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
+    fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
         let v = match super::event_json(item)? {
             EventJson::Skip => return Ok(false),
             EventJson::Done => return Ok(true),
@@ -223,7 +223,7 @@ mod tests {
         let mut d = Deltas::default();
         let mut done = false;
         for (i, e) in events.iter().enumerate() {
-            done = d.on_item(Duration::from_millis(i as u64), &ev(e))?;
+            done = d.on_item(Duration::from_millis(i as u64), ev(e))?;
         }
         d.finish(done, Duration::from_millis(events.len() as u64))
     }

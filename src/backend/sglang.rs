@@ -2,7 +2,7 @@
 
 use super::flush::Flusher;
 use super::http::Http;
-use super::sse::SseItem;
+use super::sse::ItemRef;
 use super::{
     Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
     StreamFold,
@@ -74,7 +74,7 @@ impl Backend for Sglang {
 
 /// Folds SGLang's cumulative events into per-event token counts.
 #[derive(Default)]
-struct Cumulative {
+pub(crate) struct Cumulative {
     out: Completion,
     tokens_so_far: u64,
     text_len: usize,
@@ -84,7 +84,7 @@ struct Cumulative {
 }
 
 impl StreamFold for Cumulative {
-    fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
+    fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
         let v = match super::event_json(item)? {
             EventJson::Skip => return Ok(false),
             EventJson::Done => return Ok(true),
@@ -179,10 +179,10 @@ mod tests {
         let e1 = r#"{"text":"a","meta_info":{"prompt_tokens":100,"cached_tokens":0,"completion_tokens":1,"finish_reason":null}}"#;
         let e2 = r#"{"text":"a b c","meta_info":{"prompt_tokens":100,"cached_tokens":0,"completion_tokens":3,"finish_reason":null}}"#;
         let e3 = r#"{"text":"a b c d","meta_info":{"prompt_tokens":100,"cached_tokens":0,"completion_tokens":4,"finish_reason":{"type":"length","length":4},"e2e_latency":0.5}}"#;
-        assert!(!c.on_item(ms(10), &ev(e1)).unwrap());
-        assert!(!c.on_item(ms(20), &ev(e2)).unwrap());
-        assert!(!c.on_item(ms(30), &ev(e3)).unwrap());
-        assert!(c.on_item(ms(31), &ev("[DONE]")).unwrap());
+        assert!(!c.on_item(ms(10), ev(e1)).unwrap());
+        assert!(!c.on_item(ms(20), ev(e2)).unwrap());
+        assert!(!c.on_item(ms(30), ev(e3)).unwrap());
+        assert!(c.on_item(ms(31), ev("[DONE]")).unwrap());
         let out = c.finish(true, ms(31)).unwrap();
         let tokens: Vec<u64> = out.events.iter().map(|e| e.tokens).collect();
         assert_eq!(tokens, vec![1, 2, 1]);
@@ -207,7 +207,7 @@ mod tests {
                 r#"{{"text":"{text}","meta_info":{{"prompt_tokens":5,"completion_tokens":{},"finish_reason":{fin}}}}}"#,
                 i + 1
             );
-            c.on_item(Duration::from_millis(i), &ev(&e)).unwrap();
+            c.on_item(Duration::from_millis(i), ev(&e)).unwrap();
         }
         assert_eq!(c.copied, text.len(), "each byte copied once");
         let out = c.finish(true, Duration::from_secs(3)).unwrap();
@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn error_events_and_cut_streams_fail() {
         let mut c = Cumulative::default();
-        let err = c.on_item(Duration::ZERO, &ev(r#"{"error":{"message":"boom"}}"#));
+        let err = c.on_item(Duration::ZERO, ev(r#"{"error":{"message":"boom"}}"#));
         assert_eq!(err, Err(RequestError::ServerEvent("boom".into())));
         let c = Cumulative::default();
         assert_eq!(

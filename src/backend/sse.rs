@@ -34,6 +34,161 @@ pub enum SseItem {
     Comment,
 }
 
+impl SseItem {
+    /// The item as an [`SseBatch`] lends it.
+    pub fn borrowed(&self) -> ItemRef<'_> {
+        match self {
+            SseItem::Event(e) => ItemRef::Event(EventRef {
+                data: &e.data,
+                event: e.event.as_deref(),
+                offset: e.offset,
+            }),
+            SseItem::Comment => ItemRef::Comment,
+        }
+    }
+}
+
+/// An [`SseEvent`] lent by an [`SseBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventRef<'a> {
+    pub data: &'a str,
+    pub event: Option<&'a str>,
+    pub offset: u64,
+}
+
+impl EventRef<'_> {
+    pub fn to_event(&self) -> SseEvent {
+        SseEvent {
+            data: self.data.to_string(),
+            event: self.event.map(str::to_string),
+            offset: self.offset,
+        }
+    }
+}
+
+/// An [`SseItem`] lent by an [`SseBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemRef<'a> {
+    Event(EventRef<'a>),
+    Comment,
+}
+
+impl ItemRef<'_> {
+    pub fn to_item(&self) -> SseItem {
+        match self {
+            ItemRef::Event(e) => SseItem::Event(e.to_event()),
+            ItemRef::Comment => SseItem::Comment,
+        }
+    }
+}
+
+/// Items completed by [`SseParser::push_batch`], their text held in one buffer: `clear`
+/// keeps every allocation, so a stream read chunk by chunk into one batch allocates nothing
+/// per event once the buffers have grown to its largest chunk.
+#[derive(Debug, Clone, Default)]
+pub struct SseBatch {
+    text: String,
+    items: Vec<Slot>,
+}
+
+/// An item of a batch: an event's data is `text[start..data_end]`, its name
+/// `text[data_end..name_end]` (empty: none).
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Event {
+        start: usize,
+        data_end: usize,
+        name_end: usize,
+        offset: u64,
+    },
+    Comment,
+}
+
+impl SseBatch {
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.items.clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The items, in stream order.
+    pub fn iter(&self) -> impl Iterator<Item = ItemRef<'_>> + '_ {
+        self.items.iter().map(|slot| match *slot {
+            Slot::Event {
+                start,
+                data_end,
+                name_end,
+                offset,
+            } => ItemRef::Event(EventRef {
+                data: &self.text[start..data_end],
+                event: (name_end > data_end).then(|| &self.text[data_end..name_end]),
+                offset,
+            }),
+            Slot::Comment => ItemRef::Comment,
+        })
+    }
+}
+
+/// Where the parser puts what it completes.
+trait Sink {
+    fn comment(&mut self);
+    /// `event` is empty when the event has no name.
+    fn event(&mut self, data: &str, event: &str, offset: u64);
+}
+
+impl Sink for Vec<SseItem> {
+    fn comment(&mut self) {
+        self.push(SseItem::Comment);
+    }
+
+    fn event(&mut self, data: &str, event: &str, offset: u64) {
+        self.push(SseItem::Event(owned_event(data, event, offset)));
+    }
+}
+
+impl Sink for SseBatch {
+    fn comment(&mut self) {
+        self.items.push(Slot::Comment);
+    }
+
+    fn event(&mut self, data: &str, event: &str, offset: u64) {
+        let start = self.text.len();
+        self.text.push_str(data);
+        let data_end = self.text.len();
+        self.text.push_str(event);
+        self.items.push(Slot::Event {
+            start,
+            data_end,
+            name_end: self.text.len(),
+            offset,
+        });
+    }
+}
+
+/// `finish`'s sink: the last event, comments dropped.
+impl Sink for Option<SseEvent> {
+    fn comment(&mut self) {}
+
+    fn event(&mut self, data: &str, event: &str, offset: u64) {
+        *self = Some(owned_event(data, event, offset));
+    }
+}
+
+fn owned_event(data: &str, event: &str, offset: u64) -> SseEvent {
+    SseEvent {
+        data: data.to_string(),
+        event: (!event.is_empty()).then(|| event.to_string()),
+        offset,
+    }
+}
+
 /// A stream that is not a valid event stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseError {
@@ -84,7 +239,8 @@ pub struct SseParser {
     bom_len: usize,
     data: String,
     data_lines: usize,
-    event: Option<String>,
+    /// The event's name; empty when it has none (both buffers are kept from event to event).
+    event: String,
     /// Stream offset of the first field line of the event being collected.
     event_offset: Option<u64>,
     failed: Option<SseError>,
@@ -114,7 +270,7 @@ impl SseParser {
             bom_len: 0,
             data: String::new(),
             data_lines: 0,
-            event: None,
+            event: String::new(),
             event_offset: None,
             failed: None,
         }
@@ -153,6 +309,16 @@ impl SseParser {
     /// Like [`push`](Self::push), appending to `out` to spare an allocation per chunk.
     /// On error, `out` holds the items completed before the bad byte.
     pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<SseItem>) -> Result<(), SseError> {
+        self.push_to(chunk, out)
+    }
+
+    /// Like [`push_into`](Self::push_into), into a batch that lends its items: no
+    /// allocation per event.
+    pub fn push_batch(&mut self, chunk: &[u8], out: &mut SseBatch) -> Result<(), SseError> {
+        self.push_to(chunk, out)
+    }
+
+    fn push_to<S: Sink>(&mut self, chunk: &[u8], out: &mut S) -> Result<(), SseError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
@@ -172,21 +338,21 @@ impl SseParser {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
+        // A comment produces nothing an `Option<SseEvent>` can carry.
+        let mut last: Option<SseEvent> = None;
         if self.at_start && self.bom_len > 0 {
-            let mut sink = Vec::new();
-            self.parse_bytes(&BOM[..self.bom_len], 0, &mut sink)?;
+            self.parse_bytes(&BOM[..self.bom_len], 0, &mut last)?;
         }
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
             let offset = self.partial_offset;
-            // A comment produces nothing an `Option<SseEvent>` can carry.
-            let mut sink = Vec::new();
-            self.process_line(&line, offset, &mut sink)?;
+            self.process_line(&line, offset, &mut last)?;
         }
-        Ok(self.take_event())
+        self.dispatch(&mut last);
+        Ok(last)
     }
 
-    fn parse_chunk(&mut self, chunk: &[u8], out: &mut Vec<SseItem>) -> Result<(), SseError> {
+    fn parse_chunk<S: Sink>(&mut self, chunk: &[u8], out: &mut S) -> Result<(), SseError> {
         let base = self.pos;
         self.pos = base + chunk.len() as u64;
         let mut i = 0usize;
@@ -209,12 +375,7 @@ impl SseParser {
     }
 
     /// Parses `bytes`, the first of which sits at stream offset `at`.
-    fn parse_bytes(
-        &mut self,
-        bytes: &[u8],
-        at: u64,
-        out: &mut Vec<SseItem>,
-    ) -> Result<(), SseError> {
+    fn parse_bytes<S: Sink>(&mut self, bytes: &[u8], at: u64, out: &mut S) -> Result<(), SseError> {
         let mut i = 0usize;
         if self.skip_lf && !bytes.is_empty() {
             self.skip_lf = false;
@@ -274,16 +435,14 @@ impl SseParser {
         }
     }
 
-    fn process_line(
+    fn process_line<S: Sink>(
         &mut self,
         line: &[u8],
         offset: u64,
-        out: &mut Vec<SseItem>,
+        out: &mut S,
     ) -> Result<(), SseError> {
         if line.is_empty() {
-            if let Some(ev) = self.take_event() {
-                out.push(SseItem::Event(ev));
-            }
+            self.dispatch(out);
             return Ok(());
         }
         let line = std::str::from_utf8(line).map_err(|e| SseError {
@@ -291,7 +450,7 @@ impl SseParser {
             message: "invalid UTF-8".to_string(),
         })?;
         if line.starts_with(':') {
-            out.push(SseItem::Comment);
+            out.comment();
             return Ok(());
         }
         let (field, value) = match line.split_once(':') {
@@ -301,8 +460,7 @@ impl SseParser {
         let event_offset = *self.event_offset.get_or_insert(offset);
         match field {
             "data" => {
-                let name_len = self.event.as_ref().map_or(0, String::len);
-                if self.data.len() + 1 + value.len() + name_len > self.max_bytes {
+                if self.data.len() + 1 + value.len() + self.event.len() > self.max_bytes {
                     return Err(self.too_big_event(event_offset));
                 }
                 if self.data_lines > 0 {
@@ -315,7 +473,8 @@ impl SseParser {
                 if self.data.len() + value.len() > self.max_bytes {
                     return Err(self.too_big_event(event_offset));
                 }
-                self.event = (!value.is_empty()).then(|| value.to_string());
+                self.event.clear();
+                self.event.push_str(value);
             }
             _ => {}
         }
@@ -329,23 +488,15 @@ impl SseParser {
         }
     }
 
-    /// Ends the event being collected; returns it if it had data lines.
-    fn take_event(&mut self) -> Option<SseEvent> {
+    /// Ends the event being collected; hands it to `out` if it had data lines.
+    fn dispatch<S: Sink>(&mut self, out: &mut S) {
         let offset = self.event_offset.take();
-        let event = self.event.take();
-        let had_data = self.data_lines > 0;
-        self.data_lines = 0;
-        // Copy out at the exact size and keep the buffer's capacity for the next event.
-        let data = String::from(self.data.as_str());
-        self.data.clear();
-        match (had_data, offset) {
-            (true, Some(offset)) => Some(SseEvent {
-                data,
-                event,
-                offset,
-            }),
-            _ => None,
+        if let (true, Some(offset)) = (self.data_lines > 0, offset) {
+            out.event(&self.data, &self.event, offset);
         }
+        self.data_lines = 0;
+        self.data.clear();
+        self.event.clear();
     }
 }
 
@@ -557,6 +708,54 @@ mod tests {
         assert_eq!(
             got,
             vec![ev("1", Some("a"), 0), ev("2", None, 18), ev("3", None, 27)]
+        );
+    }
+
+    #[test]
+    fn batch_lends_what_push_gives_under_every_split() {
+        let s = "event: a\ndata: 1\n\n: ka\ndata: 2\ndata: \u{e9}\n\nevent: b\nevent:\ndata: 3\n\nid: 1\n\n"
+            .as_bytes();
+        let want = SseParser::new().push(s).unwrap();
+        for cut in 0..=s.len() {
+            let mut p = SseParser::new();
+            let mut batch = SseBatch::default();
+            let mut got = Vec::new();
+            for part in [&s[..cut], &s[cut..]] {
+                batch.clear();
+                p.push_batch(part, &mut batch).unwrap();
+                assert_eq!(batch.len(), batch.iter().count());
+                got.extend(batch.iter().map(|i| i.to_item()));
+            }
+            assert_eq!(got, want, "cut {cut}");
+            assert_eq!(p.finish(), Ok(None));
+        }
+        let borrowed: Vec<ItemRef<'_>> = want.iter().map(SseItem::borrowed).collect();
+        let mut batch = SseBatch::default();
+        SseParser::new().push_batch(s, &mut batch).unwrap();
+        assert_eq!(batch.iter().collect::<Vec<_>>(), borrowed);
+    }
+
+    #[test]
+    fn batch_keeps_its_buffers_and_items_before_an_error() {
+        let mut p = SseParser::new();
+        let mut batch = SseBatch::default();
+        p.push_batch(b"data: abc\n\n: x\n", &mut batch).unwrap();
+        let (text, items) = (batch.text.as_ptr(), batch.items.as_ptr());
+        batch.clear();
+        assert!(batch.is_empty());
+        p.push_batch(b"data: xyz\n\n", &mut batch).unwrap();
+        assert_eq!((batch.text.as_ptr(), batch.items.as_ptr()), (text, items));
+        batch.clear();
+        let err = p.push_batch(b"data: ok\n\ndata: \xFF\n\n", &mut batch);
+        assert_eq!(err.unwrap_err().offset, 42);
+        let got: Vec<_> = batch.iter().collect();
+        assert_eq!(
+            got,
+            vec![ItemRef::Event(EventRef {
+                data: "ok",
+                event: None,
+                offset: 26
+            })]
         );
     }
 

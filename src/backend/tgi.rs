@@ -6,7 +6,7 @@
 
 use super::detect::ServerInfo;
 use super::http::Http;
-use super::sse::SseItem;
+use super::sse::ItemRef;
 use super::{
     Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
     StreamFold,
@@ -208,7 +208,7 @@ struct Tokens {
 }
 
 impl StreamFold for Tokens {
-    fn on_item(&mut self, at: Duration, item: &SseItem) -> Result<bool, RequestError> {
+    fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
         let v = match super::event_json(item) {
             Ok(EventJson::Skip | EventJson::Done) => return Ok(false),
             Ok(EventJson::Data(v)) => v,
@@ -264,7 +264,7 @@ mod tests {
         let mut done = false;
         let items = SseParser::new().push(stream.as_bytes()).unwrap();
         for (i, item) in items.iter().enumerate() {
-            done = t.on_item(Duration::from_millis(10 * (i as u64 + 1)), item)?;
+            done = t.on_item(Duration::from_millis(10 * (i as u64 + 1)), item.borrowed())?;
             if done {
                 break;
             }
