@@ -4,10 +4,11 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::ItemRef;
-use super::{
-    Backend, Completion, EventJson, Flush, GenRequest, RequestError, StreamEvent, StreamFold,
-};
+use super::typed::{Event, SeqLen, Str, TypedEvent};
+use super::{Backend, Completion, Flush, GenRequest, RequestError, StreamEvent, StreamFold};
 use async_trait::async_trait;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -81,29 +82,51 @@ pub(crate) struct Events {
     tokens: u64,
 }
 
+/// An event in its usual shape: a piece, not the final summary, not an error.
+#[derive(Deserialize)]
+struct Typed<'a> {
+    #[serde(borrow)]
+    content: Option<Str<'a>>,
+    stop: Option<bool>,
+    tokens: Option<SeqLen>,
+    error: Option<IgnoredAny>,
+}
+
+impl<'a> TypedEvent<'a> for Typed<'a> {
+    fn needs_value(&self) -> bool {
+        self.error.is_some() || self.stop == Some(true)
+    }
+}
+
 impl StreamFold for Events {
     fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
         // llama-server ends on `stop:true`, never `[DONE]`.
-        let v = match super::event_json(item)? {
-            EventJson::Skip | EventJson::Done => return Ok(false),
-            EventJson::Data(v) => v,
-        };
+        match super::typed::event_typed::<Typed<'_>>(item)? {
+            Event::Skip | Event::Done => Ok(false),
+            Event::Typed(t) => {
+                let content = super::typed::text(&t.content);
+                self.piece(at, content, false, t.tokens.map(|n| n.0));
+                Ok(false)
+            }
+            Event::Value(v) => Ok(self.on_value(at, &v)),
+        }
+    }
+
+    fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        super::completed(self.out, complete, elapsed)
+    }
+}
+
+impl Events {
+    /// An event the typed parse left to `Value`: the final one, or one of another shape.
+    /// `true` when it was the final one.
+    fn on_value(&mut self, at: Duration, v: &Value) -> bool {
         let content = v.get("content").and_then(Value::as_str).unwrap_or("");
         let stop = v.get("stop").and_then(Value::as_bool).unwrap_or(false);
-        // Each event lists the token ids it carries; the final summary event carries none
-        // of its own unless it also holds the last piece of content.
         let ids = v.get("tokens").and_then(Value::as_array).map(Vec::len);
-        let n = match ids {
-            Some(n) => n as u64,
-            None => u64::from(!content.is_empty() && !stop),
-        };
-        if n > 0 || (!content.is_empty() && !stop) {
-            self.out.events.push(StreamEvent { at, tokens: n });
-            self.tokens += n;
-        }
-        self.out.text.push_str(content);
+        self.piece(at, content, stop, ids);
         if !stop {
-            return Ok(false);
+            return false;
         }
         let timings = v.get("timings").cloned().filter(Value::is_object);
         let t = |k: &str| {
@@ -137,18 +160,103 @@ impl StreamFold for Events {
             .as_ref()
             .and_then(super::spec::from_llamacpp_timings);
         self.out.server_timings = timings;
-        Ok(true)
+        true
     }
 
-    fn finish(self, complete: bool, elapsed: Duration) -> Result<Completion, RequestError> {
-        super::completed(self.out, complete, elapsed)
+    /// `ids`: how many token ids the event lists, when it lists them.
+    fn piece(&mut self, at: Duration, content: &str, stop: bool, ids: Option<usize>) {
+        // Each event lists the token ids it carries; the final summary event carries none
+        // of its own unless it also holds the last piece of content.
+        let n = match ids {
+            Some(n) => n as u64,
+            None => u64::from(!content.is_empty() && !stop),
+        };
+        if n > 0 || (!content.is_empty() && !stop) {
+            self.out.events.push(StreamEvent { at, tokens: n });
+            self.tokens += n;
+        }
+        self.out.text.push_str(content);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test_event as ev;
+    use crate::backend::typed::event_typed;
+    use crate::backend::{EventJson, event_json, test_event as ev};
+
+    /// Folds `events` through `on_item` (typed where it can), or all through the `Value`
+    /// path the fold had before typed parses (`typed: false`).
+    fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
+        let mut e = Events::default();
+        let mut done = false;
+        for (i, data) in events.iter().enumerate() {
+            let at = Duration::from_millis(i as u64);
+            done = if typed {
+                e.on_item(at, ev(data))?
+            } else {
+                match event_json(ev(data))? {
+                    EventJson::Skip | EventJson::Done => false,
+                    EventJson::Data(v) => e.on_value(at, &v),
+                }
+            };
+            if done {
+                break;
+            }
+        }
+        e.finish(done, Duration::from_secs(1))
+    }
+
+    fn is_typed(e: &str) -> bool {
+        matches!(event_typed::<Typed<'_>>(ev(e)), Ok(Event::Typed(_)))
+    }
+
+    #[test]
+    fn typed_and_value_paths_agree_on_every_shape() {
+        let piece = r#"{"index":0,"content":"a","tokens":[5],"stop":false,"id_slot":0,"tokens_predicted":1}"#;
+        let escaped = r#"{"content":"é😀 \"q\"\n\u00e9","tokens":[6,7],"stop":false}"#;
+        let no_ids = r#"{"content":"b","stop":false}"#;
+        let nulls = r#"{"content":null,"tokens":null,"stop":null,"error":null}"#;
+        let empty_ids = r#"{"content":"c","tokens":[]}"#;
+        let number_ids = r#"{"content":"d","tokens":7,"stop":false}"#;
+        let string_stop = r#"{"content":"e","tokens":[8],"stop":"no"}"#;
+        let content_array = r#"{"content":["f"],"tokens":[9],"stop":false}"#;
+        let last = r#"{"content":"","tokens":[],"stop":true,"stop_type":"limit","tokens_predicted":7,"tokens_evaluated":100,"truncated":false,"timings":{"cache_n":4,"prompt_n":96,"predicted_n":7,"draft_n":4,"draft_n_accepted":2}}"#;
+        for e in [piece, escaped, no_ids, nulls, empty_ids] {
+            assert!(is_typed(e), "{e}");
+        }
+        for e in [number_ids, string_stop, content_array, last] {
+            assert!(!is_typed(e), "{e}");
+        }
+        let streams: [&[&str]; 4] = [
+            &[piece, last],
+            &[
+                piece,
+                escaped,
+                no_ids,
+                nulls,
+                empty_ids,
+                number_ids,
+                string_stop,
+                content_array,
+                last,
+            ],
+            &[piece, r#"{"error":{"code":500,"message":"boom"}}"#, last],
+            &[piece, escaped],
+        ];
+        for events in streams {
+            assert_eq!(fold(events, true), fold(events, false), "{events:?}");
+        }
+        let out = fold(streams[1], true).unwrap();
+        assert_eq!(out.text, "aé😀 \"q\"\nébcde");
+        assert_eq!(out.prompt_tokens, Some(100));
+        assert_eq!(out.spec.unwrap().verify_steps, Some(5));
+        assert_eq!(
+            fold(streams[2], true),
+            Err(RequestError::ServerEvent("boom".into()))
+        );
+        assert_eq!(fold(streams[3], true), Err(RequestError::Incomplete));
+    }
 
     #[test]
     fn events_and_final_timings() {

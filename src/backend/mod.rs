@@ -17,6 +17,7 @@ pub mod spec;
 pub mod sse;
 pub mod tgi;
 pub mod tokenize;
+pub(crate) mod typed;
 pub mod vocab;
 
 use async_trait::async_trait;

@@ -4,12 +4,14 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::ItemRef;
+use super::typed::{Event, Field, First, Obj, Str, TypedEvent};
 use super::{
-    Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
-    StreamFold,
+    Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent, StreamFold,
 };
 use crate::choices::Endpoint;
 use async_trait::async_trait;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -143,63 +145,121 @@ pub(crate) struct Deltas {
     finish_seen: bool,
 }
 
+/// A chunk in its usual shape: no error, no `timings` (llama-server's final chunk), no
+/// `metrics` (vLLM's spec counts).
+#[derive(Deserialize)]
+struct Typed<'a> {
+    #[serde(borrow)]
+    choices: Option<First<Obj<Choice<'a>>>>,
+    usage: Option<Obj<Usage>>,
+    error: Option<IgnoredAny>,
+    timings: Option<IgnoredAny>,
+    metrics: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    text: Field<Str<'a>>,
+    #[serde(borrow)]
+    delta: Option<Obj<Delta<'a>>>,
+    #[serde(borrow)]
+    finish_reason: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow, default)]
+    content: Field<Str<'a>>,
+    #[serde(borrow, default)]
+    reasoning_content: Field<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    completion_tokens: Option<u64>,
+    prompt_tokens: Option<u64>,
+    prompt_tokens_details: Option<Obj<Details>>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<u64>,
+}
+
+impl<'a> TypedEvent<'a> for Typed<'a> {
+    fn needs_value(&self) -> bool {
+        self.error.is_some() || self.timings.is_some() || self.metrics.is_some()
+    }
+}
+
+/// What every chunk says, however it was parsed.
+struct Chunk<'s> {
+    /// `choices` has a first element.
+    choice: bool,
+    text: &'s str,
+    finish_reason: Option<&'s str>,
+    /// `usage` is there and not null.
+    usage: Option<UsageCounts>,
+}
+
+struct UsageCounts {
+    completion: Option<u64>,
+    prompt: Option<u64>,
+    cached: Option<u64>,
+}
+
+impl<'a> Typed<'a> {
+    fn chunk(&self) -> Chunk<'_> {
+        let choice = self
+            .choices
+            .as_ref()
+            .and_then(|c| c.0.as_ref())
+            .map(|c| &c.0);
+        let text = choice.and_then(|c| {
+            // The first of these keys present wins, null or not, as `Value::get` picks it.
+            let delta = c.delta.as_ref().map(|d| &d.0);
+            [
+                Some(&c.text),
+                delta.map(|d| &d.content),
+                delta.map(|d| &d.reasoning_content),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|f| !f.is_absent())
+            .and_then(Field::value)
+        });
+        Chunk {
+            choice: choice.is_some(),
+            text: text.map_or("", |s| &s.0),
+            finish_reason: choice.and_then(|c| c.finish_reason.as_ref()).map(|s| &*s.0),
+            usage: self.usage.as_ref().map(|u| UsageCounts {
+                completion: u.0.completion_tokens,
+                prompt: u.0.prompt_tokens,
+                cached: u
+                    .0
+                    .prompt_tokens_details
+                    .as_ref()
+                    .and_then(|d| d.0.cached_tokens),
+            }),
+        }
+    }
+}
+
 impl StreamFold for Deltas {
     fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
-        let v = match super::event_json(item)? {
-            EventJson::Skip => return Ok(false),
-            EventJson::Done => return Ok(true),
-            EventJson::Data(v) => v,
-        };
-        let choice = v.pointer("/choices/0");
-        let text = choice
-            .and_then(|c| {
-                c.get("text")
-                    .or_else(|| c.pointer("/delta/content"))
-                    .or_else(|| c.pointer("/delta/reasoning_content"))
-            })
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let usage = v.get("usage").filter(|u| !u.is_null());
-        let cumulative = usage
-            .and_then(|u| u.get("completion_tokens"))
-            .and_then(Value::as_u64);
-        let tokens = match (cumulative, self.reported) {
-            (Some(c), prev) if choice.is_some() => c.saturating_sub(prev.unwrap_or(0)),
-            _ => u64::from(!text.is_empty()),
-        };
-        if choice.is_some() && (tokens > 0 || !text.is_empty()) {
-            self.out.events.push(StreamEvent { at, tokens });
-            self.counted += tokens;
-            self.out.text.push_str(text);
-        }
-        if let Some(c) = cumulative {
-            self.reported = Some(c.max(self.reported.unwrap_or(0)));
-        }
-        if let Some(u) = usage {
-            let get = |p: &str| u.pointer(p).and_then(Value::as_u64);
-            self.out.prompt_tokens = get("/prompt_tokens").or(self.out.prompt_tokens);
-            if let Some(c) = get("/prompt_tokens_details/cached_tokens") {
-                self.out.cached_tokens = Some(c);
+        match super::typed::event_typed::<Typed<'_>>(item)? {
+            Event::Skip => Ok(false),
+            Event::Done => Ok(true),
+            Event::Typed(t) => {
+                self.fold_chunk(at, t.chunk());
+                Ok(false)
+            }
+            Event::Value(v) => {
+                self.on_value(at, &v);
+                Ok(false)
             }
         }
-        if let Some(fr) = choice
-            .and_then(|c| c.get("finish_reason"))
-            .and_then(Value::as_str)
-        {
-            self.finish_seen = true;
-            self.out.finish_reason = Some(fr.to_string());
-        }
-        if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
-            self.out.server_timings = Some(t.clone());
-            // llama-server's final chunk carries its draft counts in `timings`.
-            if let Some(k) = super::spec::from_llamacpp_timings(t) {
-                self.out.spec = Some(k);
-            }
-        }
-        if let Some(k) = super::spec::from_vllm_metrics(&v) {
-            self.out.spec = Some(k);
-        }
-        Ok(false)
     }
 
     fn finish(mut self, saw_done: bool, elapsed: Duration) -> Result<Completion, RequestError> {
@@ -214,10 +274,205 @@ impl StreamFold for Deltas {
     }
 }
 
+impl Deltas {
+    /// A chunk the typed parse left to `Value`: one with timings or spec metrics, or of
+    /// another shape.
+    fn on_value(&mut self, at: Duration, v: &Value) {
+        let choice = v.pointer("/choices/0");
+        let text = choice
+            .and_then(|c| {
+                c.get("text")
+                    .or_else(|| c.pointer("/delta/content"))
+                    .or_else(|| c.pointer("/delta/reasoning_content"))
+            })
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let usage = v.get("usage").filter(|u| !u.is_null()).map(|u| {
+            let get = |p: &str| u.pointer(p).and_then(Value::as_u64);
+            UsageCounts {
+                completion: u.get("completion_tokens").and_then(Value::as_u64),
+                prompt: get("/prompt_tokens"),
+                cached: get("/prompt_tokens_details/cached_tokens"),
+            }
+        });
+        self.fold_chunk(
+            at,
+            Chunk {
+                choice: choice.is_some(),
+                text,
+                finish_reason: choice
+                    .and_then(|c| c.get("finish_reason"))
+                    .and_then(Value::as_str),
+                usage,
+            },
+        );
+        if let Some(t) = v.get("timings").filter(|t| t.is_object()) {
+            self.out.server_timings = Some(t.clone());
+            // llama-server's final chunk carries its draft counts in `timings`.
+            if let Some(k) = super::spec::from_llamacpp_timings(t) {
+                self.out.spec = Some(k);
+            }
+        }
+        if let Some(k) = super::spec::from_vllm_metrics(v) {
+            self.out.spec = Some(k);
+        }
+    }
+
+    fn fold_chunk(&mut self, at: Duration, c: Chunk<'_>) {
+        let cumulative = c.usage.as_ref().and_then(|u| u.completion);
+        let tokens = match (cumulative, self.reported) {
+            (Some(n), prev) if c.choice => n.saturating_sub(prev.unwrap_or(0)),
+            _ => u64::from(!c.text.is_empty()),
+        };
+        if c.choice && (tokens > 0 || !c.text.is_empty()) {
+            self.out.events.push(StreamEvent { at, tokens });
+            self.counted += tokens;
+            self.out.text.push_str(c.text);
+        }
+        if let Some(n) = cumulative {
+            self.reported = Some(n.max(self.reported.unwrap_or(0)));
+        }
+        if let Some(u) = c.usage {
+            self.out.prompt_tokens = u.prompt.or(self.out.prompt_tokens);
+            if let Some(n) = u.cached {
+                self.out.cached_tokens = Some(n);
+            }
+        }
+        if let Some(fr) = c.finish_reason {
+            self.finish_seen = true;
+            self.out.finish_reason = Some(fr.to_string());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test_event as ev;
+    use crate::backend::typed::event_typed;
+    use crate::backend::{EventJson, event_json, test_event as ev};
+
+    /// Folds `events` through `on_item` (typed where it can), or all through the `Value`
+    /// path the fold had before typed parses (`typed: false`).
+    fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
+        let mut d = Deltas::default();
+        let mut done = false;
+        for (i, e) in events.iter().enumerate() {
+            let at = Duration::from_millis(i as u64);
+            done = if typed {
+                d.on_item(at, ev(e))?
+            } else {
+                match event_json(ev(e))? {
+                    EventJson::Skip => false,
+                    EventJson::Done => true,
+                    EventJson::Data(v) => {
+                        d.on_value(at, &v);
+                        false
+                    }
+                }
+            };
+        }
+        d.finish(done, Duration::from_secs(1))
+    }
+
+    fn is_typed(e: &str) -> bool {
+        matches!(event_typed::<Typed<'_>>(ev(e)), Ok(Event::Typed(_)))
+    }
+
+    #[test]
+    fn typed_and_value_paths_agree_on_every_shape() {
+        let role = r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":50,"completion_tokens":0,"total_tokens":50}}"#;
+        let chat = r#"{"choices":[{"index":0,"delta":{"content":"é😀 \"q\"\n\u00e9"},"finish_reason":null}],"usage":{"prompt_tokens":50,"completion_tokens":1}}"#;
+        let reasoning = r#"{"choices":[{"index":0,"delta":{"reasoning_content":"think"},"finish_reason":null}],"usage":{"prompt_tokens":50,"completion_tokens":2}}"#;
+        // A key present as null wins over the keys after it, as `Value::get` picks it.
+        let null_content = r#"{"choices":[{"index":0,"delta":{"content":null,"reasoning_content":"hidden"},"finish_reason":null}],"usage":{"completion_tokens":3}}"#;
+        let text = r#"{"choices":[{"index":0,"text":"t","delta":{"content":"no"},"logprobs":null,"finish_reason":null},{"index":1}],"usage":null}"#;
+        let null_text = r#"{"choices":[{"index":0,"text":null,"delta":{"content":"no"}}],"usage":{"completion_tokens":4,"prompt_tokens_details":null}}"#;
+        let no_delta = r#"{"choices":[{"index":0,"delta":null,"finish_reason":null}],"usage":{}}"#;
+        let empty = r#"{"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":16}}}"#;
+        let null_choices = r#"{"choices":null,"usage":{"completion_tokens":5},"error":null,"timings":null,"metrics":null}"#;
+        let float = r#"{"choices":[{"index":0,"text":"f"}],"usage":{"completion_tokens":6.0}}"#;
+        let null_choice = r#"{"choices":[null],"usage":{"completion_tokens":7}}"#;
+        let object_choices = r#"{"choices":{"0":{"text":"o"}},"usage":{"completion_tokens":8}}"#;
+        let number_reason =
+            r#"{"choices":[{"text":"n","finish_reason":3}],"usage":{"completion_tokens":9}}"#;
+        let duplicate = r#"{"choices":[{"text":"d","text":"e"}],"usage":{"completion_tokens":10,"completion_tokens":11}}"#;
+        let last = r#"{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"length"}],"usage":{"prompt_tokens":50,"completion_tokens":12}}"#;
+        let timings = r#"{"choices":[],"usage":{"completion_tokens":12},"timings":{"prompt_n":50,"predicted_n":12,"draft_n":8,"draft_n_accepted":6}}"#;
+        let metrics = r#"{"choices":[],"metrics":{"speculative_decoding":{"num_accepted_draft_tokens":5,"num_draft_tokens":9,"num_spec_steps":4}}}"#;
+        for e in [
+            role,
+            chat,
+            reasoning,
+            null_content,
+            text,
+            null_text,
+            no_delta,
+            empty,
+            null_choices,
+            last,
+        ] {
+            assert!(is_typed(e), "{e}");
+        }
+        for e in [
+            float,
+            null_choice,
+            object_choices,
+            number_reason,
+            duplicate,
+            timings,
+            metrics,
+        ] {
+            assert!(!is_typed(e), "{e}");
+        }
+        let streams: [&[&str]; 5] = [
+            &[role, chat, last, empty, "[DONE]"],
+            &[
+                role,
+                chat,
+                reasoning,
+                null_content,
+                text,
+                null_text,
+                no_delta,
+                empty,
+                null_choices,
+                float,
+                null_choice,
+                object_choices,
+                number_reason,
+                duplicate,
+                last,
+                timings,
+                metrics,
+                "[DONE]",
+            ],
+            &[
+                chat,
+                r#"{"error":{"message":"boom","code":500}}"#,
+                last,
+                "[DONE]",
+            ],
+            &[chat, r#"{"choices":[{"text":"a"}"#, "[DONE]"],
+            &[chat, last],
+        ];
+        for events in streams {
+            assert_eq!(fold(events, true), fold(events, false), "{events:?}");
+        }
+        let out = fold(streams[1], true).unwrap();
+        assert_eq!(out.text, "é😀 \"q\"\néthinktfone!");
+        assert_eq!(out.cached_tokens, Some(16));
+        assert!(out.server_timings.is_some());
+        assert_eq!(out.spec.unwrap().verify_steps, Some(4));
+        assert_eq!(
+            fold(streams[2], true),
+            Err(RequestError::ServerEvent("boom".into()))
+        );
+        assert!(matches!(
+            fold(streams[3], true),
+            Err(RequestError::Malformed { offset: 0, .. })
+        ));
+        assert_eq!(fold(streams[4], true), Err(RequestError::Incomplete));
+    }
 
     fn run(events: &[&str]) -> Result<Completion, RequestError> {
         let mut d = Deltas::default();

@@ -3,11 +3,13 @@
 use super::flush::Flusher;
 use super::http::Http;
 use super::sse::ItemRef;
+use super::typed::{Event, Obj, Str, TypedEvent};
 use super::{
-    Backend, Completion, EventJson, Flush, GenRequest, Prompt, RequestError, StreamEvent,
-    StreamFold,
+    Backend, Completion, Flush, GenRequest, Prompt, RequestError, StreamEvent, StreamFold,
 };
 use async_trait::async_trait;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -83,18 +85,128 @@ pub(crate) struct Cumulative {
     copied: usize,
 }
 
+/// An event in its usual shape (no finish reason, no error).
+#[derive(Deserialize)]
+struct Typed<'a> {
+    #[serde(borrow)]
+    text: Option<Str<'a>>,
+    meta_info: Option<Obj<Meta>>,
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    completion_tokens: Option<u64>,
+    prompt_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+    finish_reason: Option<IgnoredAny>,
+}
+
+impl<'a> TypedEvent<'a> for Typed<'a> {
+    fn needs_value(&self) -> bool {
+        self.error.is_some()
+            || self
+                .meta_info
+                .as_ref()
+                .is_some_and(|m| m.0.finish_reason.is_some())
+    }
+}
+
+/// What every event says, however it was parsed.
+struct Counts<'s> {
+    text: &'s str,
+    completion: Option<u64>,
+    prompt: Option<u64>,
+    cached: Option<u64>,
+}
+
 impl StreamFold for Cumulative {
     fn on_item(&mut self, at: Duration, item: ItemRef<'_>) -> Result<bool, RequestError> {
-        let v = match super::event_json(item)? {
-            EventJson::Skip => return Ok(false),
-            EventJson::Done => return Ok(true),
-            EventJson::Data(v) => v,
-        };
-        // Borrowed, not cloned: this runs for every event of every stream.
+        match super::typed::event_typed::<Typed<'_>>(item)? {
+            Event::Skip => Ok(false),
+            Event::Done => Ok(true),
+            Event::Typed(e) => {
+                let meta = e.meta_info.map(|m| m.0).unwrap_or_default();
+                self.count(
+                    at,
+                    Counts {
+                        text: super::typed::text(&e.text),
+                        completion: meta.completion_tokens,
+                        prompt: meta.prompt_tokens,
+                        cached: meta.cached_tokens,
+                    },
+                );
+                Ok(false)
+            }
+            Event::Value(v) => {
+                self.on_value(at, &v);
+                Ok(false)
+            }
+        }
+    }
+
+    fn finish(mut self, saw_done: bool, elapsed: Duration) -> Result<Completion, RequestError> {
+        // `[DONE]` without a finish reason is still an incomplete response.
+        let _ = saw_done;
+        if !self.finished {
+            return Err(RequestError::Incomplete);
+        }
+        self.out.e2e = elapsed;
+        self.out.completion_tokens = Some(self.tokens_so_far);
+        Ok(self.out)
+    }
+}
+
+impl Cumulative {
+    /// An event the typed parse left to `Value`: a final one, or one of another shape.
+    fn on_value(&mut self, at: Duration, v: &Value) {
+        // Borrowed, not cloned.
         static NULL: Value = Value::Null;
         let meta = v.get("meta_info").unwrap_or(&NULL);
-        let text = v.get("text").and_then(Value::as_str).unwrap_or("");
-        let completion = meta.get("completion_tokens").and_then(Value::as_u64);
+        let as_u64 = |k: &str| meta.get(k).and_then(Value::as_u64);
+        let completion = as_u64("completion_tokens");
+        self.count(
+            at,
+            Counts {
+                text: v.get("text").and_then(Value::as_str).unwrap_or(""),
+                completion,
+                prompt: as_u64("prompt_tokens"),
+                cached: as_u64("cached_tokens"),
+            },
+        );
+        if let Some(fr) = meta.get("finish_reason").filter(|f| !f.is_null()) {
+            self.finished = true;
+            self.out.finish_reason = Some(
+                fr.get("type")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| fr.to_string()),
+            );
+            let timing_keys = [
+                "e2e_latency",
+                "spec_verify_ct",
+                "spec_accept_length",
+                "spec_accept_rate",
+            ];
+            let timings: serde_json::Map<String, Value> = timing_keys
+                .iter()
+                .filter_map(|k| meta.get(*k).map(|v| ((*k).to_string(), v.clone())))
+                .collect();
+            if !timings.is_empty() {
+                self.out.server_timings = Some(Value::Object(timings));
+            }
+            self.out.spec =
+                super::spec::from_sglang_meta(meta, completion.or(Some(self.tokens_so_far)));
+        }
+    }
+
+    fn count(&mut self, at: Duration, c: Counts<'_>) {
+        let Counts {
+            text,
+            completion,
+            prompt,
+            cached,
+        } = c;
         let tokens = match completion {
             Some(c) => c.saturating_sub(self.tokens_so_far),
             // No count: one token per event that adds text (an estimate, recorded as such).
@@ -125,52 +237,124 @@ impl StreamFold for Cumulative {
             }
             self.text_len = text.len();
         }
-        let as_u64 = |k: &str| meta.get(k).and_then(Value::as_u64);
-        self.out.prompt_tokens = as_u64("prompt_tokens").or(self.out.prompt_tokens);
-        self.out.cached_tokens = as_u64("cached_tokens").or(self.out.cached_tokens);
-        if let Some(fr) = meta.get("finish_reason").filter(|f| !f.is_null()) {
-            self.finished = true;
-            self.out.finish_reason = Some(
-                fr.get("type")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| fr.to_string()),
-            );
-            let timing_keys = [
-                "e2e_latency",
-                "spec_verify_ct",
-                "spec_accept_length",
-                "spec_accept_rate",
-            ];
-            let timings: serde_json::Map<String, Value> = timing_keys
-                .iter()
-                .filter_map(|k| meta.get(*k).map(|v| ((*k).to_string(), v.clone())))
-                .collect();
-            if !timings.is_empty() {
-                self.out.server_timings = Some(Value::Object(timings));
-            }
-            self.out.spec =
-                super::spec::from_sglang_meta(meta, completion.or(Some(self.tokens_so_far)));
-        }
-        Ok(false)
-    }
-
-    fn finish(mut self, saw_done: bool, elapsed: Duration) -> Result<Completion, RequestError> {
-        // `[DONE]` without a finish reason is still an incomplete response.
-        let _ = saw_done;
-        if !self.finished {
-            return Err(RequestError::Incomplete);
-        }
-        self.out.e2e = elapsed;
-        self.out.completion_tokens = Some(self.tokens_so_far);
-        Ok(self.out)
+        self.out.prompt_tokens = prompt.or(self.out.prompt_tokens);
+        self.out.cached_tokens = cached.or(self.out.cached_tokens);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test_event as ev;
+    use crate::backend::typed::event_typed;
+    use crate::backend::{EventJson, event_json, test_event as ev};
+    use std::borrow::Cow;
+
+    /// Folds `events` through `on_item` (typed where it can), or all through the `Value`
+    /// path the fold had before typed parses (`typed: false`).
+    fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
+        let mut c = Cumulative::default();
+        let mut done = false;
+        for (i, e) in events.iter().enumerate() {
+            let at = Duration::from_millis(i as u64);
+            done = if typed {
+                c.on_item(at, ev(e))?
+            } else {
+                match event_json(ev(e))? {
+                    EventJson::Skip => false,
+                    EventJson::Done => true,
+                    EventJson::Data(v) => {
+                        c.on_value(at, &v);
+                        false
+                    }
+                }
+            };
+            if done {
+                break;
+            }
+        }
+        c.finish(done, Duration::from_secs(1))
+    }
+
+    fn is_typed(e: &str) -> bool {
+        matches!(event_typed::<Typed<'_>>(ev(e)), Ok(Event::Typed(_)))
+    }
+
+    #[test]
+    fn typed_and_value_paths_agree_on_every_shape() {
+        let normal = r#"{"text":"a","meta_info":{"id":"x","prompt_tokens":10,"cached_tokens":2,"completion_tokens":1,"finish_reason":null}}"#;
+        let nulls = r#"{"text":null,"meta_info":{"prompt_tokens":null,"cached_tokens":null,"completion_tokens":null,"finish_reason":null}}"#;
+        let no_meta = r#"{"text":"a b"}"#;
+        let null_meta = r#"{"text":"a b c","meta_info":null}"#;
+        let non_ascii = r#"{"text":"a b c é😀","meta_info":{"completion_tokens":5}}"#;
+        let escaped = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n","meta_info":{"completion_tokens":7,"error":null},"error":null}"#;
+        let float = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+","meta_info":{"completion_tokens":8.0}}"#;
+        let meta_array = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-","meta_info":[1,2]}"#;
+        let text_number = r#"{"text":5,"meta_info":{"completion_tokens":9}}"#;
+        let duplicate = r#"{"text":"x","text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-!","meta_info":{"completion_tokens":10}}"#;
+        let mid_char = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-!\u00e9","meta_info":{"completion_tokens":11}}"#;
+        let last = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-!\u00e9z","meta_info":{"completion_tokens":12,"prompt_tokens":10,"finish_reason":{"type":"length","length":12},"e2e_latency":0.25,"spec_verify_ct":6}}"#;
+        for e in [
+            normal, nulls, no_meta, null_meta, non_ascii, escaped, mid_char,
+        ] {
+            assert!(is_typed(e), "{e}");
+        }
+        for e in [float, meta_array, text_number, duplicate, last] {
+            assert!(!is_typed(e), "{e}");
+        }
+        let streams: [&[&str]; 6] = [
+            &[normal, last, "[DONE]"],
+            &[
+                normal,
+                nulls,
+                no_meta,
+                null_meta,
+                non_ascii,
+                escaped,
+                float,
+                meta_array,
+                text_number,
+                duplicate,
+                mid_char,
+                last,
+                "[DONE]",
+            ],
+            &[no_meta, non_ascii, escaped, "[DONE]"],
+            &[normal, r#"{"error":{"message":"boom"}}"#, last],
+            &[normal, r#"{"text":"a","meta_info":{"#, last],
+            &[normal, no_meta, r#"{"text":"a b c","error":"late"}"#],
+        ];
+        for events in streams {
+            assert_eq!(fold(events, true), fold(events, false), "{events:?}");
+        }
+        let out = fold(streams[1], true).unwrap();
+        assert_eq!(out.text, "a b c é😀 é😀 \"q\"\n+-!éz");
+        assert_eq!(out.completion_tokens, Some(12));
+        assert_eq!(out.spec.unwrap().verify_steps, Some(6));
+        assert_eq!(
+            fold(streams[3], true),
+            Err(RequestError::ServerEvent("boom".into()))
+        );
+        assert!(matches!(
+            fold(streams[4], true),
+            Err(RequestError::Malformed { offset: 0, message }) if message.starts_with("not JSON")
+        ));
+        assert_eq!(
+            fold(streams[5], true),
+            Err(RequestError::ServerEvent("late".into()))
+        );
+    }
+
+    #[test]
+    fn escaped_text_is_owned_and_plain_text_borrowed() {
+        let Ok(Event::Typed(t)) = event_typed::<Typed<'_>>(ev(r#"{"text":"héllo"}"#)) else {
+            panic!("typed");
+        };
+        assert!(matches!(t.text, Some(Str(Cow::Borrowed("héllo")))));
+        let Ok(Event::Typed(t)) = event_typed::<Typed<'_>>(ev(r#"{"text":"h\u00e9llo"}"#)) else {
+            panic!("typed");
+        };
+        assert!(matches!(t.text, Some(Str(Cow::Owned(ref s))) if s == "héllo"));
+    }
 
     #[test]
     fn cumulative_counts_become_per_event_tokens() {
