@@ -182,29 +182,14 @@ impl Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::test_event as ev;
     use crate::backend::typed::event_typed;
-    use crate::backend::{EventJson, event_json, test_event as ev};
 
-    /// Folds `events` through `on_item` (typed where it can), or all through the `Value`
-    /// path the fold had before typed parses (`typed: false`).
+    /// Folds `events` typed where it can, or all through the `Value` path (`typed: false`).
     fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
-        let mut e = Events::default();
-        let mut done = false;
-        for (i, data) in events.iter().enumerate() {
-            let at = Duration::from_millis(i as u64);
-            done = if typed {
-                e.on_item(at, ev(data))?
-            } else {
-                match event_json(ev(data))? {
-                    EventJson::Skip | EventJson::Done => false,
-                    EventJson::Data(v) => e.on_value(at, &v),
-                }
-            };
-            if done {
-                break;
-            }
-        }
-        e.finish(done, Duration::from_secs(1))
+        crate::backend::fold_events(Events::default(), events, typed, |f, at, v| {
+            f.on_value(at, v)
+        })
     }
 
     fn is_typed(e: &str) -> bool {

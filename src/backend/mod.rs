@@ -323,6 +323,29 @@ pub(crate) fn test_event(data: &str) -> sse::ItemRef<'_> {
     })
 }
 
+/// Folds `events` through `fold`'s `on_item` (typed where it can), or, with `typed: false`,
+/// every data event through `on_value`: the `Value` path the folds had before typed parses.
+#[cfg(test)]
+pub(crate) fn fold_events<F: StreamFold>(
+    mut fold: F,
+    events: &[&str],
+    typed: bool,
+    on_value: impl Fn(&mut F, Duration, &Value) -> bool,
+) -> Result<Completion, RequestError> {
+    let mut done = false;
+    for (i, data) in events.iter().enumerate() {
+        let at = Duration::from_millis(i as u64);
+        done = match event_json(test_event(data))? {
+            EventJson::Data(v) if !typed => on_value(&mut fold, at, &v),
+            _ => fold.on_item(at, test_event(data))?,
+        };
+        if done {
+            break;
+        }
+    }
+    fold.finish(done, Duration::from_secs(1))
+}
+
 /// The message of an in-stream error event (`{"error":{"message":…}}` or `{"error":"…"}`).
 pub fn event_error_message(err: &Value) -> String {
     err.get("message")

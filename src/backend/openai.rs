@@ -348,30 +348,15 @@ impl Deltas {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::test_event as ev;
     use crate::backend::typed::event_typed;
-    use crate::backend::{EventJson, event_json, test_event as ev};
 
-    /// Folds `events` through `on_item` (typed where it can), or all through the `Value`
-    /// path the fold had before typed parses (`typed: false`).
+    /// Folds `events` typed where it can, or all through the `Value` path (`typed: false`).
     fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
-        let mut d = Deltas::default();
-        let mut done = false;
-        for (i, e) in events.iter().enumerate() {
-            let at = Duration::from_millis(i as u64);
-            done = if typed {
-                d.on_item(at, ev(e))?
-            } else {
-                match event_json(ev(e))? {
-                    EventJson::Skip => false,
-                    EventJson::Done => true,
-                    EventJson::Data(v) => {
-                        d.on_value(at, &v);
-                        false
-                    }
-                }
-            };
-        }
-        d.finish(done, Duration::from_secs(1))
+        crate::backend::fold_events(Deltas::default(), events, typed, |f, at, v| {
+            f.on_value(at, v);
+            false
+        })
     }
 
     fn is_typed(e: &str) -> bool {

@@ -245,34 +245,16 @@ impl Cumulative {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::test_event as ev;
     use crate::backend::typed::event_typed;
-    use crate::backend::{EventJson, event_json, test_event as ev};
     use std::borrow::Cow;
 
-    /// Folds `events` through `on_item` (typed where it can), or all through the `Value`
-    /// path the fold had before typed parses (`typed: false`).
+    /// Folds `events` typed where it can, or all through the `Value` path (`typed: false`).
     fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
-        let mut c = Cumulative::default();
-        let mut done = false;
-        for (i, e) in events.iter().enumerate() {
-            let at = Duration::from_millis(i as u64);
-            done = if typed {
-                c.on_item(at, ev(e))?
-            } else {
-                match event_json(ev(e))? {
-                    EventJson::Skip => false,
-                    EventJson::Done => true,
-                    EventJson::Data(v) => {
-                        c.on_value(at, &v);
-                        false
-                    }
-                }
-            };
-            if done {
-                break;
-            }
-        }
-        c.finish(done, Duration::from_secs(1))
+        crate::backend::fold_events(Cumulative::default(), events, typed, |f, at, v| {
+            f.on_value(at, v);
+            false
+        })
     }
 
     fn is_typed(e: &str) -> bool {
