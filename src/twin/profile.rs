@@ -1,0 +1,193 @@
+//! A twin profile: the engine's step model and limits as measured from one server, each
+//! number with its 95 % interval and where it came from, versioned so that a profile from
+//! another ctxbench is read or refused with a message, never misread.
+
+use crate::sim::CostModel;
+use crate::sim::scheduler::EngineConfig;
+use crate::sim::stepcost::StepCost;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::Path;
+
+/// The profile format this build writes and reads. Bump on any change a reader of the
+/// old format would misread; adding an optional field is not such a change.
+pub const PROFILE_VERSION: u32 = 1;
+
+/// One measured number: its value, 95 % interval (when the fit left degrees of freedom)
+/// and its provenance, e.g. "sweep TTFT fit, 5 lengths 1k..16k" or "probe: /slots".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub value: f64,
+    pub ci95: Option<[f64; 2]>,
+    pub source: String,
+}
+
+impl Estimate {
+    pub fn new(value: f64, ci95: Option<[f64; 2]>, source: impl Into<String>) -> Estimate {
+        Estimate {
+            value,
+            ci95,
+            source: source.into(),
+        }
+    }
+}
+
+/// The engine's step model (see `sim::stepcost`): seconds, tokens/s, s/token, s/token².
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepModel {
+    /// Fixed prefill overhead on a request's first chunk, s.
+    pub t0_s: Estimate,
+    /// Linear prefill rate, tokens/s.
+    pub p0_tps: Estimate,
+    /// Quadratic (attention) prefill coefficient, s/token².
+    pub q_s_per_token2: Estimate,
+    /// Prefill tokens per step (chunked-prefill budget).
+    pub chunk_tokens: Estimate,
+    /// Fixed decode step time, s.
+    pub d0_s: Estimate,
+    /// Decode step time per context token summed over the batch, s/token.
+    pub d1_s_per_token: Estimate,
+    /// Decode step time per decoding request, s.
+    pub d2_s_per_request: Estimate,
+    /// Fixed cost of every step, s.
+    pub step_overhead_s: Estimate,
+}
+
+/// The server's limits, as probed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Requests running at once (SGLang max-running, llama.cpp slots, vLLM max-num-seqs).
+    pub max_running: Estimate,
+    /// KV pool, tokens.
+    pub pool_tokens: Estimate,
+    /// Pool page, tokens.
+    pub page_tokens: Estimate,
+    /// Context limit, tokens.
+    pub context_tokens: Estimate,
+    /// Whether the server reuses cached prefixes.
+    pub prefix_cache: bool,
+}
+
+/// What the calibration covered: a prediction outside it is an extrapolation, and says so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Longest context measured, tokens.
+    pub max_context_tokens: u64,
+    /// Largest concurrency (decoding batch) measured.
+    pub max_concurrency: u64,
+}
+
+/// Speculative decoding, when the server speculates: tokens per verification step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Speculation {
+    /// Draft tokens per step at most.
+    pub draft_tokens: u32,
+    /// Mean accepted length (tokens per verification step), by content where measured.
+    pub accept_length: Vec<(String, Estimate)>,
+}
+
+/// A behaviour of the real server the engine model cannot express, and what it costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Caveat {
+    pub what: String,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    /// Always `PROFILE_VERSION` when written by this build.
+    pub profile_version: u32,
+    pub tool_version: String,
+    pub created_at: String,
+    /// Who was measured: the run record's target (url without credentials, api, model,
+    /// server_info as probed).
+    pub server: Value,
+    pub step: StepModel,
+    pub limits: Limits,
+    pub envelope: Envelope,
+    pub speculation: Option<Speculation>,
+    #[serde(default)]
+    pub caveats: Vec<Caveat>,
+    /// Fit quality for a reader: R², residuals, points used, per law.
+    #[serde(default)]
+    pub fit_quality: Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read profile {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a ctxbench twin profile (no profile_version field); make one with `ctxbench twin calibrate` or `ctxbench twin fit`")]
+    NotAProfile { path: String },
+    #[error("{path} is a version-{found} twin profile; this ctxbench reads version {PROFILE_VERSION}: recalibrate with `ctxbench twin calibrate` or `ctxbench twin fit`")]
+    Version { path: String, found: u64 },
+    #[error("{path}: malformed twin profile: {message}")]
+    Malformed { path: String, message: String },
+}
+
+impl Profile {
+    /// Read a profile, refusing other versions with a message rather than misreading them.
+    pub fn read(path: &Path) -> Result<Profile, ProfileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        Profile::parse(&text, &shown)
+    }
+
+    pub fn parse(text: &str, shown: &str) -> Result<Profile, ProfileError> {
+        let malformed = |message: String| ProfileError::Malformed {
+            path: shown.to_string(),
+            message,
+        };
+        let value: Value = serde_json::from_str(text).map_err(|e| malformed(e.to_string()))?;
+        let found = value
+            .get("profile_version")
+            .ok_or_else(|| ProfileError::NotAProfile {
+                path: shown.to_string(),
+            })?
+            .as_u64()
+            .ok_or_else(|| malformed("profile_version is not a whole number".into()))?;
+        if found != PROFILE_VERSION as u64 {
+            return Err(ProfileError::Version {
+                path: shown.to_string(),
+                found,
+            });
+        }
+        serde_json::from_value(value).map_err(|e| malformed(e.to_string()))
+    }
+
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a profile serialises")
+    }
+
+    /// The engine configuration this profile describes.
+    pub fn engine_config(&self) -> EngineConfig {
+        let s = &self.step;
+        let l = &self.limits;
+        EngineConfig {
+            cost: StepCost {
+                model: CostModel {
+                    t0: s.t0_s.value,
+                    p0: s.p0_tps.value,
+                    q: s.q_s_per_token2.value,
+                    d0: s.d0_s.value,
+                    d1: s.d1_s_per_token.value,
+                },
+                overhead: s.step_overhead_s.value,
+                d2: s.d2_s_per_request.value,
+            },
+            max_batch_tokens: (s.chunk_tokens.value.round() as u64).max(1),
+            max_running: (l.max_running.value.round() as usize).max(1),
+            spec: self.speculation.as_ref().map_or(1, |sp| sp.draft_tokens.max(1)),
+            new_token_ratio: 1.0,
+            page_tokens: (l.page_tokens.value.round() as u64).max(1),
+            pool_tokens: (l.pool_tokens.value.round() as u64).max(1),
+            cache: l.prefix_cache,
+        }
+    }
+}
