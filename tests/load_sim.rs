@@ -449,7 +449,7 @@ const TTFT_MINUS_TRUTH_MEDIAN_MAX_S: f64 = 0.001;
 /// 1,024-token step budget prefills one prompt per step, so a step hands out one first token
 /// and a few decode tokens: the figure is per-request delivery, not the wait behind 64
 /// events written and parsed at once on two shared cores (that burst adds ~1–2 ms here,
-/// see the README's simulator section).
+/// see docs/simulator.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_at_concurrency_64_is_within_a_millisecond_of_server_truth() {
     let _t = timing_lock().await;
