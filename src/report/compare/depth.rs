@@ -72,7 +72,7 @@ pub fn text(depth: &[PointChange], format: Format) -> String {
         .iter()
         .flat_map(|p| {
             p.changes.iter().map(|ch| {
-                let mut r = super::render::cells(p.context_tokens, ch).to_vec();
+                let mut r = super::row::cells(p.context_tokens, ch).to_vec();
                 r[0] = format!("depth {}", r[0]);
                 r
             })
@@ -111,7 +111,7 @@ pub fn json(depth: &[PointChange]) -> Value {
                 json!({
                     "depth_tokens": p.context_tokens,
                     "metrics": p.changes.iter().map(|ch| json!({
-                        "metric": super::render::key(ch.metric),
+                        "metric": super::row::key(ch.metric),
                         "a": ch.a, "b": ch.b, "ratio": ch.ratio,
                         "ci95": ch.interval.map(|(lo, hi)| [lo, hi]),
                         "verdict": ch.verdict.name(),

@@ -5,6 +5,7 @@ pub mod bootstrap;
 pub mod depth;
 pub mod html;
 pub mod render;
+pub mod row;
 pub mod spec;
 
 use crate::choices::Method;
