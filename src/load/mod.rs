@@ -22,6 +22,7 @@ use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::record::RunRecord;
 use crate::record::load::{CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord};
+use crate::run::target::{Connection, connect};
 use crate::workload::NonceSource;
 use exec::Ctx;
 pub use exec::spare_connections;
@@ -79,11 +80,12 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     }
     let (arrivals, mut lplan, shard) = plan::plan(&args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
-    let crate::run::target::Connection {
+    // `_sim`: the built-in simulator, kept alive for the whole run.
+    let Connection {
         sim: _sim,
         url,
         conn,
-    } = crate::run::target::connect(&args.target, &args.sim, args.seed, |sim| {
+    } = connect(&args.target, &args.sim, args.seed, |sim| {
         format!(
             "ctxbench: no --url given: loading the built-in simulator at {} ({})",
             sim.url(),

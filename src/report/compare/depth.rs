@@ -1,8 +1,10 @@
 //! Comparing the depth turns of two runs (`sweep --depth`): per depth in both, the turn's
 //! TTFT, marginal prefill and decode rate, B against A, with the same noise test as points.
+//! Its arrows into `sweep::depth` are defended: depths are re-summarised with the sweep's own
+//! summariser, so a comparison reads them exactly as the sweep's report did.
 
 use super::{METRICS, Metric, PointChange, change, seed};
-use crate::cli::Format;
+use crate::choices::Format;
 use crate::record::{DepthPoint, Sample, Stat};
 use crate::resultfile::ResultFile;
 use crate::sweep::depth::TURN;

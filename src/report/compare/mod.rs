@@ -1,5 +1,6 @@
 //! Comparing two runs point by point: per common length, each metric's medians, the ratio
 //! B/A and a bootstrap interval from the repetitions, with changes inside the noise marked.
+//! Its one arrow into `sweep` (which samples are depth turns) is defended as in `depth`.
 
 pub mod bootstrap;
 pub mod depth;
