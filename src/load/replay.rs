@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything checked before connecting: the trace read and selected, the flags sane.
-fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
+pub fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
     let path = args
         .trace
         .as_ref()
@@ -55,6 +55,25 @@ fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>
         );
     }
     Ok((chosen, window))
+}
+
+/// A replay's arrival plan from its flags and the selected trace alone (no server): one
+/// open-loop cell at the trace's send times, scaled, each request in its prefix group; its
+/// cell's length is the longest input. Also each request's group.
+pub fn arrival_plan(args: &LoadArgs, requests: &[TraceRequest]) -> (ArrivalPlan, Arc<[usize]>) {
+    let groups: Arc<[usize]> =
+        groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..])).into();
+    let plan = ArrivalPlan {
+        shape: Shape::Trace {
+            at: select::send_times(requests, args.time_scale),
+            groups: groups.clone(),
+        },
+        requests: None,
+        duration: None,
+        max_concurrency: args.max_concurrency,
+        seed: args.seed,
+    };
+    (plan, groups)
 }
 
 /// The salt of this run's block contents: fresh per run, so no earlier run's cache serves
@@ -221,6 +240,7 @@ async fn warm_up(backend: &dyn Backend, heads: &Heads, timeout_s: f64) {
 /// Replay the trace `args.trace` names (library entry point; `load::execute` comes here).
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let (requests, window) = prepare(&args)?;
+    let (arrivals, groups) = arrival_plan(&args, &requests);
     slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
     let run::target::Connection {
         sim: _sim,
@@ -261,7 +281,6 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let page = info.page_size.unwrap_or(1).max(1);
     // Over the whole replay, also on a shard: the server's cache holds every shard's blocks.
     let (expected, working_set) = expect::expected(&requests, args.block_tokens, page);
-    let groups = groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..]));
     let content_label = prompts.content_label();
     eprintln!("content: {content_label}");
     let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
@@ -305,23 +324,13 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         concurrency: None,
         rate: None,
     };
-    let arrivals = ArrivalPlan {
-        shape: Shape::Trace {
-            at: select::send_times(&requests, args.time_scale),
-            groups: groups.clone().into(),
-        },
-        requests: None,
-        duration: None,
-        max_concurrency: args.max_concurrency,
-        seed: args.seed,
-    };
     let shot = Arc::new(Shot {
         backend,
         blocks: Arc::new(blocks),
         t0_ms: requests[0].timestamp_ms,
         requests: requests.into(),
         expected: expected.into(),
-        groups: groups.into(),
+        groups,
         shard: ctx.plan.shard,
         deadline: ctx.deadline,
         cell: key,

@@ -165,7 +165,7 @@ pub fn number_rows<R: IntoIterator<Item = String>>(
 pub fn plain_document(title: &str, body: &str) -> String {
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:14px}}\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}\
          td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{display:block;margin:1em 0}}</style>\
          </head><body>{body}</body></html>\n",
         escape(title)
@@ -176,8 +176,13 @@ pub fn plain_document(title: &str, body: &str) -> String {
 pub fn plain_table(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     let mut s = String::from("<table><tr>");
     for c in cols {
-        // A long snake_case header may break after an underscore, so a wide table fits.
-        s.push_str(&format!("<th>{}</th>", escape(c).replace('_', "_<wbr>")));
+        // The column's name whole in `data-col`; shown, it may break after an underscore,
+        // so a wide table fits its window.
+        let c = escape(c);
+        s.push_str(&format!(
+            "<th data-col=\"{c}\">{}</th>",
+            c.replace('_', "_<wbr>")
+        ));
     }
     s.push_str("</tr>");
     for r in rows {
