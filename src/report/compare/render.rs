@@ -136,8 +136,6 @@ fn csv(c: &Comparison) -> String {
     out
 }
 
-/// Metric names with their units, as in the result file.
-
 pub fn to_json(c: &Comparison) -> Value {
     let side = |s: &Side| json!({"file": s.label, "target": s.run.target, "config": s.run.config});
     let points: Vec<Value> = c

@@ -51,6 +51,7 @@ pub fn cells(n: u64, ch: &MetricChange) -> [String; 7] {
     ]
 }
 
+/// Metric names with their units, as in the result file.
 pub(crate) fn key(m: Metric) -> &'static str {
     match m {
         Metric::Ttft => "ttft_s",
