@@ -368,6 +368,6 @@ async fn a_sharded_trace_keeps_groups_together_and_shares_blocks_across_shards()
         cross_shard, 11,
         "every first turn but the first hit the system prompt"
     );
-    let h = ctxbench::trace::render::hits(&merged).unwrap();
+    let h = ctxbench::load::trace_report::hits(&merged).unwrap();
     assert_eq!(h.exact as usize, n);
 }
