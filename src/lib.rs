@@ -22,6 +22,7 @@ pub mod stats;
 pub mod summary;
 pub mod sweep;
 pub mod trace;
+pub mod truncation;
 pub mod workload;
 
 use cli::{Cli, Command};

@@ -78,6 +78,17 @@ pub fn acceptance<'a>(
     Some((source, lengths, rates))
 }
 
+/// The median of the server's own stated acceptance length over the samples of `source`.
+fn server_figure(samples: &[&Sample], source: Option<SpecSource>) -> Option<f64> {
+    let v: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.spec.as_ref())
+        .filter(|s| Some(s.source) == source)
+        .filter_map(|s| s.server_accept_length)
+        .collect();
+    crate::stats::median(&v)
+}
+
 pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     // Depth turns and primings are summarised per depth, apart from the cold points.
     let (depth, depth_notes) = crate::sweep::depth::summary::summarize(samples, errors);
@@ -170,6 +181,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
                 .collect(),
             accept_length: spec.as_ref().and_then(|(_, l, _)| Stat::of(l)),
             accept_rate: spec.as_ref().and_then(|(_, _, r)| Stat::of(r)),
+            server_accept_length: server_figure(&stream, spec.as_ref().map(|(s, _, _)| *s)),
             spec_source: spec.map(|(source, _, _)| source),
         });
     }
@@ -208,6 +220,13 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         notes.push(format!(
             "the server truncated prompts silently from {n} tokens on: results at and beyond it are invalid"
         ));
+    } else if let Some(p) = crate::truncation::plateau(
+        &points
+            .iter()
+            .filter_map(|p| Some((p.context_tokens, p.prompt_tokens?)))
+            .collect::<Vec<_>>(),
+    ) {
+        notes.push(p.note());
     }
     notes.extend(depth_notes);
     Summary {
@@ -300,6 +319,7 @@ mod tests {
             verify_steps: None,
             draft_tokens: None,
             accepted_tokens: None,
+            server_accept_length: None,
             source,
         })
     }

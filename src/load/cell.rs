@@ -163,6 +163,7 @@ pub fn summarise(
         c.requests_per_s = Some(done / w);
         c.goodput_rps = Some(good / w);
         c.in_flight_mean = Some(busy / w);
+        c.verify_steps_per_s = super::spec_rate::verify_steps_per_s(requests, a, b);
     }
     let good_all = requests.iter().filter(|r| slo::met(slo, r)).count() as f64;
     c.goodput_fraction = (c.sent > 0).then(|| good_all / c.sent as f64);
@@ -282,6 +283,7 @@ mod tests {
                     verify_steps: Some(steps),
                     draft_tokens: None,
                     accepted_tokens: None,
+                    server_accept_length: None,
                     source: SpecSource::Server,
                 }),
                 ..Completion::default()

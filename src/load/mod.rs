@@ -9,6 +9,7 @@ pub mod merge;
 pub mod render;
 pub mod request;
 pub mod slo;
+pub mod spec_rate;
 pub mod telemetry;
 
 use crate::backend::shared::SharedTail;

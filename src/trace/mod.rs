@@ -10,5 +10,6 @@ pub mod hits;
 pub mod render;
 pub mod replay;
 pub mod select;
+pub mod spec_line;
 pub mod synth;
 pub mod synth_cmd;

@@ -6,6 +6,7 @@ pub mod depth;
 pub mod html;
 pub mod render;
 pub mod spec;
+pub mod spec_load;
 
 use crate::choices::Method;
 use crate::lengths::format_count;
