@@ -63,9 +63,9 @@ async fn a_dataset_reaches_its_lengths_on_a_chat_only_route() {
     let path = dir.path().join("data.jsonl");
     // Entries of mixed density: words, numbers and identifiers (each a different number of
     // tokens per word under the simulator's tokenizer).
-    let lines: Vec<String> = (0..400)
+    let lines: Vec<String> = (0..400u64)
         .map(|i| {
-            let body: Vec<String> = (0..80)
+            let body: Vec<String> = (0..80u64)
                 .map(|j| match (i + j) % 4 {
                     0 => "the".to_string(),
                     1 => format!("value_{}", i * 97 + j),

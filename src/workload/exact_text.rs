@@ -221,6 +221,11 @@ impl ExactText {
             current = padded(&base, &self.pad, pads);
             n = self.counter.count(backend, &current, head).await?;
         }
+        if probes && n < tokens {
+            // Out of rounds, short: the pad arithmetic finishes it without another probe.
+            pads += tokens - n;
+            current = padded(&base, &self.pad, pads);
+        }
         Ok(Built {
             prompt: Prompt::Text(current),
             sent_tokens: (!probes).then_some(n),
