@@ -27,7 +27,10 @@ pub fn plateau(points: &[(u64, u64)]) -> Option<Plateau> {
             let count_flat = b.1 as f64 <= a.1 as f64 * tol;
             if grew_request && count_flat && short(b) {
                 let cap = a.1.max(b.1);
-                let onset = p.iter().map(|q| q.0).find(|&n| n as f64 > cap as f64 * tol)?;
+                let onset = p
+                    .iter()
+                    .map(|q| q.0)
+                    .find(|&n| n as f64 > cap as f64 * tol)?;
                 return Some(Plateau {
                     onset,
                     shorter: a,

@@ -39,7 +39,10 @@ fn exact_and_valid(r: &ctxbench::sweep::SweepResult, what: &str) {
             p
         );
         assert!(s.valid, "{what}: {s:?}");
-        println!("{what}: {} requested, {p} counted by the server", s.context_tokens);
+        println!(
+            "{what}: {} requested, {p} counted by the server",
+            s.context_tokens
+        );
     }
     assert!(
         !r.summary.notes.iter().any(|n| n.contains("truncat")),
@@ -100,7 +103,14 @@ async fn a_truncating_chat_only_server_is_still_named() {
     .await;
     let proxy = Proxy::hiding_limits(&server.url()).await;
     let r = flags("2k,8k,16k", 1, 8)
-        .with(&["--api", "openai", "--endpoint", "chat", "--corpus", "builtin:prose"])
+        .with(&[
+            "--api",
+            "openai",
+            "--endpoint",
+            "chat",
+            "--corpus",
+            "builtin:prose",
+        ])
         .run(&proxy.url)
         .await;
     let by_len = |n: u64| r.samples.iter().find(|s| s.context_tokens == n).unwrap();

@@ -118,7 +118,10 @@ fn speculation_stops_paying_at_the_concurrency_the_cost_model_implies() {
     // the last concurrency that paid and the first that did not.
     let e = e_all.iter().sum::<f64>() / e_all.len() as f64;
     let b_star = model_crossover(e);
-    assert!((4.0..8.0).contains(&b_star), "B* = {b_star:.2} (E = {e:.3})");
+    assert!(
+        (4.0..8.0).contains(&b_star),
+        "B* = {b_star:.2} (E = {e:.3})"
+    );
     assert_eq!(first_loss, Some(8), "B* = {b_star:.2}");
 }
 
@@ -128,7 +131,9 @@ fn without_a_draft_cost_speculation_always_pays() {
         let arrivals = (0..16)
             .map(|id| NewRequest {
                 id,
-                prompt: (0..PROMPT).map(|i| (2000 + id * PROMPT + i) as u32).collect(),
+                prompt: (0..PROMPT)
+                    .map(|i| (2000 + id * PROMPT + i) as u32)
+                    .collect(),
                 max_tokens: OUTPUT,
                 target_tokens: OUTPUT,
                 arrival_s: 0.0,

@@ -76,19 +76,37 @@ async fn per_request_counts_and_metrics_deltas_give_one_acceptance() {
         let per_request = own.lock().unwrap()[i].expect("the request's own counts");
         assert_eq!(per_request.source, SpecSource::Server);
         // The same raw counts from both sources.
-        assert_eq!(per_request.verify_steps, from_metrics.verify_steps, "request {i}");
-        assert_eq!(per_request.draft_tokens, from_metrics.draft_tokens, "request {i}");
-        assert_eq!(per_request.accepted_tokens, from_metrics.accepted_tokens, "request {i}");
+        assert_eq!(
+            per_request.verify_steps, from_metrics.verify_steps,
+            "request {i}"
+        );
+        assert_eq!(
+            per_request.draft_tokens, from_metrics.draft_tokens,
+            "request {i}"
+        );
+        assert_eq!(
+            per_request.accepted_tokens, from_metrics.accepted_tokens,
+            "request {i}"
+        );
         // Each verify step yields its accepted drafts plus one; the first token is the
         // prefill's: the counts add up to the output.
-        let (v, a) = (per_request.verify_steps.unwrap(), per_request.accepted_tokens.unwrap());
+        let (v, a) = (
+            per_request.verify_steps.unwrap(),
+            per_request.accepted_tokens.unwrap(),
+        );
         assert_eq!(1 + v + a, out, "request {i}");
         // One accept length, and the server's own figure (1 + accepted / drafts) equal to it.
-        let (x, y) = (stats_of(&per_request, Some(out)), stats_of(&from_metrics, Some(out)));
+        let (x, y) = (
+            stats_of(&per_request, Some(out)),
+            stats_of(&from_metrics, Some(out)),
+        );
         let want = (out - 1) as f64 / v as f64;
         for s in [&x, &y] {
             assert!((s.accept_length.unwrap() - want).abs() < 1e-12, "{s:?}");
-            assert!((s.server_accept_length.unwrap() - want).abs() < 1e-9, "{s:?}");
+            assert!(
+                (s.server_accept_length.unwrap() - want).abs() < 1e-9,
+                "{s:?}"
+            );
         }
         println!(
             "request {i}: {out} tokens, {v} verify steps, {a} of {} drafts accepted: accept \

@@ -424,7 +424,10 @@ mod tests {
         let s = stats_of(&k, Some(51));
         assert_eq!(s.accept_rate, Some(0.5));
         // 51 = 1 + 20 steps × 1 + 30 accepted: ours equals vLLM's 2.5.
-        assert_eq!((s.accept_length, s.server_accept_length), (Some(2.5), Some(2.5)));
+        assert_eq!(
+            (s.accept_length, s.server_accept_length),
+            (Some(2.5), Some(2.5))
+        );
         // Without num_spec_steps: 30 accepted at 1.5 per step = 20 steps.
         let v = json!({"metrics": {"speculative_decoding": {
             "mean_acceptance_length": "2.5", "num_accepted_draft_tokens": 30}}});
@@ -494,7 +497,10 @@ mod tests {
             assert!((s.accept_length.unwrap() - want).abs() < 1e-12, "{k:?}");
         }
         // The servers' own figures, kept beside: SGLang's counts the first token.
-        assert_eq!(stats_of(&sglang, Some(64)).server_accept_length, Some(64.0 / 38.0));
+        assert_eq!(
+            stats_of(&sglang, Some(64)).server_accept_length,
+            Some(64.0 / 38.0)
+        );
         assert!((metrics.server_accept_length.unwrap() - want).abs() < 1e-12);
     }
 

@@ -131,7 +131,10 @@ pub fn html(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> anyhow::Res
     );
     body.push_str(&render::html_table(&head, rows.iter().map(|r| r.to_vec())));
     if let Some(t) = crate::report::compare::spec_load::render_text(a, b, labels) {
-        body.push_str(&format!("<h2>Speculative vs plain</h2><pre>{}</pre>", escape(&t)));
+        body.push_str(&format!(
+            "<h2>Speculative vs plain</h2><pre>{}</pre>",
+            escape(&t)
+        ));
     }
     let axis = if a.cells.iter().any(|c| c.cell.rate.is_some()) {
         "rate (req/s)"

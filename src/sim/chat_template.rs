@@ -6,7 +6,12 @@ use super::tokenizer::{BOS, tokenize};
 
 /// The template's words, cycled: not vocabulary words, so each costs several tokens, as
 /// role markers such as `<|im_start|>` do under a real tokenizer.
-const TEMPLATE_WORDS: [&str; 4] = ["<|im_start|>system", "You-are-helpful.", "<|im_end|>", "<|im_start|>user"];
+const TEMPLATE_WORDS: [&str; 4] = [
+    "<|im_start|>system",
+    "You-are-helpful.",
+    "<|im_end|>",
+    "<|im_start|>user",
+];
 
 /// `prompt` (the chat route's ids, BOS first) with `words` template words after the BOS.
 pub fn apply(prompt: Vec<u32>, words: usize) -> Vec<u32> {
@@ -39,6 +44,9 @@ mod tests {
         assert_eq!(&a[a.len() - 2..], &[400, 401]);
         // The same overhead whatever the messages: a fixed count a client can calibrate.
         assert_eq!(a.len() - p.len(), b.len() - 2);
-        assert!(a.len() - p.len() > 12, "template words cost more than one token each");
+        assert!(
+            a.len() - p.len() > 12,
+            "template words cost more than one token each"
+        );
     }
 }

@@ -81,7 +81,10 @@ impl StepCost {
         for (flag, v) in [
             ("--sim-step-overhead", self.overhead),
             ("--sim-d2", self.d2),
-            ("--sim-spec-draft-token-s", self.spec_draft.per_draft_token_s),
+            (
+                "--sim-spec-draft-token-s",
+                self.spec_draft.per_draft_token_s,
+            ),
             ("--sim-spec-drafter-step-s", self.spec_draft.drafter_step_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {

@@ -352,18 +352,30 @@ mod tests {
         let c = completion(&[(5, 1), (10, 1)], 3900, 0);
         let s = stream_sample(&c, &text);
         assert!(s.flags.iter().any(|f| f.name() == "length_mismatch"));
-        assert!(!s.flags.iter().any(|f| f.name() == "truncated"), "{:?}", s.flags);
+        assert!(
+            !s.flags.iter().any(|f| f.name() == "truncated"),
+            "{:?}",
+            s.flags
+        );
         text.needle = Some(Needle {
             depth: 0.1,
             expected: "okapi".into(),
         });
         let s = stream_sample(&c, &text);
-        assert!(s.flags.iter().any(|f| f.name() == "truncated"), "{:?}", s.flags);
+        assert!(
+            s.flags.iter().any(|f| f.name() == "truncated"),
+            "{:?}",
+            s.flags
+        );
         // The needle found: the short count is missizing, not a cut.
         let mut found = completion(&[(5, 1), (10, 1)], 3900, 0);
         found.text = "okapi".into();
         let s = stream_sample(&found, &text);
-        assert!(!s.flags.iter().any(|f| f.name() == "truncated"), "{:?}", s.flags);
+        assert!(
+            !s.flags.iter().any(|f| f.name() == "truncated"),
+            "{:?}",
+            s.flags
+        );
     }
 
     #[test]

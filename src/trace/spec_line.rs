@@ -56,7 +56,10 @@ mod tests {
         let r = vec![req(512, Some(3.0)), req(0, Some(1.5)), req(256, Some(2.0))];
         let l = line(&r).unwrap();
         assert!(l.contains("all 2.00 (n 3)"), "{l}");
-        assert!(l.contains("cache hits 2.50 (n 2)") && l.contains("misses 1.50 (n 1)"), "{l}");
+        assert!(
+            l.contains("cache hits 2.50 (n 2)") && l.contains("misses 1.50 (n 1)"),
+            "{l}"
+        );
         assert_eq!(line(&[req(0, None)]), None);
     }
 }

@@ -40,7 +40,12 @@ enum Counter {
 
 impl Counter {
     /// Tokens of `text`, whose first `head.len()` bytes are the sample's nonce head.
-    async fn count(&mut self, backend: &dyn Backend, text: &str, head: &str) -> anyhow::Result<u64> {
+    async fn count(
+        &mut self,
+        backend: &dyn Backend,
+        text: &str,
+        head: &str,
+    ) -> anyhow::Result<u64> {
         match self {
             Counter::Tokenizer => count(backend, text).await,
             Counter::Probe(nonce) => super::probe_count::count(backend, text, head, nonce).await,
@@ -156,7 +161,8 @@ impl ExactText {
     /// Body units (filler words or content pieces) to start from for `tokens`: aimed under
     /// the target, so that padding, never cutting, usually finishes it.
     pub fn units_for(&self, tokens: u64) -> usize {
-        self.cal.words_for(tokens.saturating_sub(undershoot(tokens)).max(1))
+        self.cal
+            .words_for(tokens.saturating_sub(undershoot(tokens)).max(1))
     }
 
     /// A prompt of exactly `tokens` tokens as the server counts them (or the closest found,

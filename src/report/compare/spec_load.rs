@@ -40,7 +40,10 @@ impl Crossover {
                 "{n}: by {}, speculation pays up to {p} and stops paying at {l} (crossover between them)",
                 self.by
             ),
-            (Some(p), None) => format!("{n}: by {}, speculation pays at every load tried (up to {p})", self.by),
+            (Some(p), None) => format!(
+                "{n}: by {}, speculation pays at every load tried (up to {p})",
+                self.by
+            ),
             (None, Some(l)) => format!("{n}: by {}, speculation does not pay even at {l}", self.by),
             (None, None) => format!("{n}: by {}, no load with figures in both files", self.by),
         }
@@ -80,7 +83,11 @@ pub fn rows(a: &LoadResult, b: &LoadResult) -> Option<(Vec<SpecRow>, bool)> {
             })
         })
         .collect();
-    out.sort_by(|r, q| (r.context_tokens, r.x).partial_cmp(&(q.context_tokens, q.x)).unwrap_or(std::cmp::Ordering::Equal));
+    out.sort_by(|r, q| {
+        (r.context_tokens, r.x)
+            .partial_cmp(&(q.context_tokens, q.x))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     Some((out, spec_is_b))
 }
 
@@ -136,9 +143,14 @@ pub fn render_text(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> Opti
     if rows.is_empty() {
         return None;
     }
-    let (spec, plain) = if spec_is_b { (labels.1, labels.0) } else { (labels.0, labels.1) };
+    let (spec, plain) = if spec_is_b {
+        (labels.1, labels.0)
+    } else {
+        (labels.0, labels.1)
+    };
     let f = |v: Option<f64>, scale: f64, d: usize| {
-        v.map(|v| format!("{:.d$}", v * scale)).unwrap_or_else(|| "-".into())
+        v.map(|v| format!("{:.d$}", v * scale))
+            .unwrap_or_else(|| "-".into())
     };
     let ratio = |p: (Option<f64>, Option<f64>)| match p {
         (Some(s), Some(q)) if q > 0.0 => format!("{:.2}", s / q),
@@ -146,7 +158,16 @@ pub fn render_text(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> Opti
     };
     let mut s = format!(
         "\nspeculative (S) = {spec}, plain (P) = {plain}\n{:>8} {:>8} {:>10} {:>10} {:>6} {:>9} {:>9} {:>6} {:>10} {:>9}\n",
-        "context", "load", "tok/s S", "tok/s P", "S/P", "TPOT S", "TPOT P", "S/P", "accept_len", "steps/s"
+        "context",
+        "load",
+        "tok/s S",
+        "tok/s P",
+        "S/P",
+        "TPOT S",
+        "TPOT P",
+        "S/P",
+        "accept_len",
+        "steps/s"
     );
     for r in &rows {
         s.push_str(&format!(
