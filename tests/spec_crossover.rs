@@ -110,6 +110,9 @@ fn speculation_stops_paying_at_the_concurrency_the_cost_model_implies() {
             (measured / model - 1.0).abs() < tol,
             "B={b}: measured spec/plain {measured:.4}, cost model {model:.4} (E={e:.3})"
         );
+        println!(
+            "B={b:>2}: E {e:.3}, spec/plain output tok/s {measured:.3} (cost model {model:.3})"
+        );
         if measured < 1.0 && first_loss.is_none() {
             first_loss = Some(b);
         }

@@ -35,7 +35,7 @@ enum Counter {
     Tokenizer,
     /// A probe (see `probe_count`): each count costs a prefill, so the pad words that finish
     /// a prompt are added by arithmetic (each was checked to add one token), not re-counted.
-    Probe(NonceSource),
+    Probe(Box<NonceSource>),
 }
 
 impl Counter {
@@ -123,7 +123,7 @@ impl ExactText {
         cal: TextCalibration,
         with_needle: bool,
     ) -> anyhow::Result<Option<Self>> {
-        let mut counter = Counter::Probe(NonceSource::from_entropy());
+        let mut counter = Counter::Probe(Box::new(NonceSource::from_entropy()));
         let mut nonce = NonceSource::from_entropy();
         let needle = with_needle.then(|| Needle {
             depth: 0.5,
