@@ -235,7 +235,8 @@ mod tests {
         let out = fold(streams[1], true).unwrap();
         assert_eq!(out.text, "aé😀 \"q\"\nébcde");
         assert_eq!(out.prompt_tokens, Some(100));
-        assert_eq!(out.spec.unwrap().verify_steps, Some(5));
+        // 7 tokens: the prefill's first, then 7 − 1 − 2 accepted = 4 verify steps.
+        assert_eq!(out.spec.unwrap().verify_steps, Some(4));
         assert_eq!(
             fold(streams[2], true),
             Err(RequestError::ServerEvent("boom".into()))
