@@ -171,7 +171,8 @@ pub fn html(summary: &Summary) -> String {
     format!(
         "<section id=\"spec\">\n<h2>Speculative decoding</h2>\n<p class=\"sub\">{}</p>\n{}</section>\n",
         escape(
-            "Accept length: output tokens per verification step, median over requests. \
+            "Accept length: decode tokens per verification step ((output − 1) / verify \
+             steps, the prefill's first token left out), median over requests. \
              Decode tok/s follows it: verify steps/s (decode / accept length) is the \
              server's step rate. ~ marks a proxy (tokens per stream event)."
         ),
