@@ -23,6 +23,7 @@ pub mod summary;
 pub mod sweep;
 pub mod trace;
 pub mod twin;
+pub mod truncation;
 pub mod workload;
 
 use cli::{Cli, Command};

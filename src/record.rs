@@ -116,7 +116,8 @@ pub struct RunConfig {
     pub needle_depths: Vec<f64>,
     pub timeout: String,
     pub seed: u64,
-    /// How prompts reach the exact length: `token_ids`, `tokenized_text` or `calibrated_text`.
+    /// How prompts reach the exact length: `token_ids`, `tokenized_text`, `probed_text` or
+    /// `calibrated_text`.
     pub prompt_mode: String,
     /// Round-trip time to the server before the sweep (median of a few `/health`-like calls).
     pub rtt_s: Option<f64>,
@@ -253,7 +254,10 @@ impl std::fmt::Display for SpecSource {
 /// Speculative-decoding acceptance of one request.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct SpecStats {
-    /// Output tokens per verification step (for `events_proxy`: tokens per stream event).
+    /// Decode tokens per verification step: (output − 1) / verify steps, the first
+    /// (prefill) token left out — one definition for every source (see `backend::spec`);
+    /// for `events_proxy`, tokens per stream event after the first. Files written before
+    /// this definition counted the first token in the numerator (SGLang's, llama.cpp's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_length: Option<f64>,
     /// Accepted draft tokens / drafted tokens.
@@ -266,6 +270,12 @@ pub struct SpecStats {
     pub draft_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_tokens: Option<u64>,
+    /// The acceptance length the server states itself, by its own definition: SGLang's
+    /// `spec_accept_length` (completion tokens / verify steps = ours + 1 / steps), vLLM's
+    /// `mean_acceptance_length` or, from `/metrics` deltas, 1 + accepted / drafts (equal to
+    /// ours when every decode step drafts). None where the server states none (llama.cpp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_accept_length: Option<f64>,
     pub source: SpecSource,
 }
 
@@ -368,8 +378,9 @@ pub struct PointSummary {
     pub outliers: usize,
     #[serde(default)]
     pub needle: Vec<NeedleCell>,
-    /// Speculative decoding: output tokens per verification step, over the streamed valid
-    /// samples of `spec_source` (one sample, one value: the per-request distribution).
+    /// Speculative decoding: decode tokens per verification step ((output − 1) / verify
+    /// steps), over the streamed valid samples of `spec_source` (one sample, one value:
+    /// the per-request distribution).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_length: Option<Stat>,
     /// Accepted / drafted tokens, where the source counts drafts.
@@ -378,6 +389,10 @@ pub struct PointSummary {
     /// Where `accept_length` came from (`events_proxy` is a proxy, shown as such).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_source: Option<SpecSource>,
+    /// Median of the server's own stated acceptance length over the same samples, by its
+    /// own definition (see `SpecStats::server_accept_length`), shown beside ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_accept_length: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -328,6 +328,10 @@ pub struct CellRecord {
     pub accept_length_median: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_source: Option<crate::record::SpecSource>,
+    /// Speculative decoding: the verify steps of the cell's requests per second of its
+    /// window, summed over requests (output tok/s ≈ accept length × this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_steps_per_s: Option<f64>,
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardTag>,
     /// Sharded closed loop: the workers this shard ran of the cell's concurrency (0: it
