@@ -1,7 +1,7 @@
 //! `ctxbench schema`: the committed copies under docs/schema/ are what the code generates,
 //! and every record the tests hold or write validates against it: the committed result-file
 //! fixtures, the records the report fixtures build, and files written by sweeps (plain,
-//! two-point, needle, depth, with failures) and loads (closed loop, knee, shard, trace)
+//! two-point, needle, depth, with failures) and loads (closed loop sharded, knee, trace)
 //! against simulators. Every record kind is seen at least once. `report` reads the
 //! committed schema-1 files.
 
@@ -200,7 +200,8 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
         ],
         limit,
     );
-    // A simulator that fails some requests and speculates: error records, spec stats.
+    // A simulator that fails some requests and speculates: error records, spec stats; the
+    // load is one shard of two (shard tags on its records).
     let faulty = dist::SimProcess::start(
         Path::new(BIN),
         &["--fault-rate", "0.4", "--fault-kinds", "http500", "--spec", "3", "--seed", "7"],
@@ -217,19 +218,18 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
     ctxbench(
         &[
             "load", "--url", &faulty.url, "--lengths", "1k", "--concurrency", "1,2",
-            "--requests", "6", "--output-tokens", "8", "--out", &load,
+            "--requests", "6", "--output-tokens", "8", "--shard", "0/2", "--out", &load,
         ],
         limit,
     );
     drop(faulty);
-    // The knee, sharded (shard tags on every record).
+    // The knee.
     let sim = dist::SimProcess::start(Path::new(BIN), &[]);
     let knee = out("knee.jsonl");
     ctxbench(
         &[
             "load", "--url", &sim.url, "--lengths", "1k", "--find-knee", "--knee-max", "4",
-            "--requests", "4", "--output-tokens", "8", "--slo", "e2e=2s", "--shard", "0/2",
-            "--out", &knee,
+            "--requests", "4", "--output-tokens", "8", "--slo", "e2e=2s", "--out", &knee,
         ],
         limit,
     );
