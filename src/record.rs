@@ -218,7 +218,9 @@ pub struct DocSpan {
 }
 
 /// Where a sample's speculative-decoding figures came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SpecSource {
     /// Per-request counts from the server itself (SGLang `meta_info`, llama.cpp `timings`,

@@ -96,7 +96,11 @@ fn man_pages_cover_the_commands_and_their_flags() {
     // The title line names the plain version (not the commit: a page does not change
     // with each build).
     let title = format!(".TH ctxbench 1  \"ctxbench {}\"", env!("CARGO_PKG_VERSION"));
-    assert!(page.lines().any(|l| l.trim_end() == title), "{}", &page[..200]);
+    assert!(
+        page.lines().any(|l| l.trim_end() == title),
+        "{}",
+        &page[..200]
+    );
     assert!(page.contains(".SH SUBCOMMANDS") && page.contains("sweep"));
     // One page per visible subcommand, with its flags.
     let dir = tempfile::tempdir().unwrap();
@@ -106,10 +110,18 @@ fn man_pages_cover_the_commands_and_their_flags() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    for want in ["ctxbench.1", "ctxbench-sweep.1", "ctxbench-load.1", "ctxbench-schema.1"] {
+    for want in [
+        "ctxbench.1",
+        "ctxbench-sweep.1",
+        "ctxbench-load.1",
+        "ctxbench-schema.1",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
     }
-    assert!(!names.iter().any(|n| n == "ctxbench-man.1"), "`man` is hidden");
+    assert!(
+        !names.iter().any(|n| n == "ctxbench-man.1"),
+        "`man` is hidden"
+    );
     let sweep = std::fs::read_to_string(dir.path().join("ctxbench-sweep.1")).unwrap();
     assert!(sweep.contains("\\-\\-lengths") && sweep.contains("\\-\\-resume"));
 }

@@ -26,7 +26,9 @@ fn instructions(text: &str) -> Vec<(String, String)> {
             continue;
         }
         pending.push_str(t);
-        let (kw, args) = pending.split_once(char::is_whitespace).unwrap_or((&pending, ""));
+        let (kw, args) = pending
+            .split_once(char::is_whitespace)
+            .unwrap_or((&pending, ""));
         out.push((kw.to_ascii_uppercase(), args.trim().to_string()));
         pending.clear();
     }
@@ -95,7 +97,10 @@ fn stages(text: &str) -> Vec<Stage> {
 /// The package's binary name: the package name, with no `[[bin]]` renaming it.
 fn binary_name() -> String {
     let cargo = read("Cargo.toml");
-    assert!(!cargo.contains("[[bin]]"), "a [[bin]] section: check its name");
+    assert!(
+        !cargo.contains("[[bin]]"),
+        "a [[bin]] section: check its name"
+    );
     let name = cargo
         .lines()
         .find_map(|l| l.trim().strip_prefix("name = "))
@@ -154,12 +159,19 @@ fn the_image_copies_the_release_binary_of_its_build_stage_and_runs_it() {
     assert!(cargo.contains(&format!("--bin {bin}")), "{cargo}");
     assert_eq!(
         *src,
-        format!("{}/target/release/{bin}", build.workdir.trim_end_matches('/'))
+        format!(
+            "{}/target/release/{bin}",
+            build.workdir.trim_end_matches('/')
+        )
     );
 
     // The entrypoint is that binary where it lands, on the base's default PATH.
     let entry = runtime.entrypoint.as_ref().expect("an ENTRYPOINT");
-    assert_eq!(entry.len(), 1, "the entrypoint is the binary alone: {entry:?}");
+    assert_eq!(
+        entry.len(),
+        1,
+        "the entrypoint is the binary alone: {entry:?}"
+    );
     assert_eq!(entry[0], *dest);
     let (dir, file) = dest.rsplit_once('/').unwrap();
     assert_eq!(file, bin);
@@ -184,7 +196,10 @@ fn the_image_copies_the_release_binary_of_its_build_stage_and_runs_it() {
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
-    assert!(ignored.contains(&"target") && ignored.contains(&".git"), "{ignored:?}");
+    assert!(
+        ignored.contains(&"target") && ignored.contains(&".git"),
+        "{ignored:?}"
+    );
 }
 
 #[test]
@@ -221,7 +236,9 @@ fn the_job_runs_the_images_entrypoint_through_its_shell() {
     );
     assert!(readme.contains("kind load docker-image ctxbench:latest"));
     let kustomization = read("deploy/k8s/kustomization.yaml");
-    assert!(kustomization.contains("newName: ctxbench") && kustomization.contains("newTag: latest"));
+    assert!(
+        kustomization.contains("newName: ctxbench") && kustomization.contains("newTag: latest")
+    );
 }
 
 #[test]
@@ -237,5 +254,8 @@ fn the_parser_reads_stages_copies_and_continuations() {
         s[1].copies,
         [(Some("one".into()), "/w/out".into(), "/usr/bin/o".into())]
     );
-    assert_eq!(s[1].entrypoint.as_deref(), Some(&["/usr/bin/o".to_string()][..]));
+    assert_eq!(
+        s[1].entrypoint.as_deref(),
+        Some(&["/usr/bin/o".to_string()][..])
+    );
 }

@@ -7,7 +7,6 @@
 
 #[path = "common/dist.rs"]
 mod dist;
-#[allow(dead_code)]
 mod report_fixtures;
 
 use ctxbench::record::Record;
@@ -68,7 +67,11 @@ fn each_kind_is_one_branch_chosen_by_type_with_its_definitions() {
         .as_array()
         .expect("a oneOf list")
         .iter()
-        .map(|b| b["properties"]["type"]["const"].as_str().expect("a fixed type"))
+        .map(|b| {
+            b["properties"]["type"]["const"]
+                .as_str()
+                .expect("a fixed type")
+        })
         .collect();
     let kinds: Vec<&str> = RecordKind::ALL.iter().map(|k| k.type_name()).collect();
     assert_eq!(types, kinds);
@@ -79,16 +82,31 @@ fn each_kind_is_one_branch_chosen_by_type_with_its_definitions() {
         let text = s.to_string();
         for r in text.split("\"#/$defs/").skip(1) {
             let name = r.split('"').next().unwrap();
-            assert!(s["$defs"].get(name).is_some(), "{k:?}: dangling $ref {name}");
+            assert!(
+                s["$defs"].get(name).is_some(),
+                "{k:?}: dangling $ref {name}"
+            );
         }
         // The kind's name on the command line is its type on disk.
-        let out = Command::new(BIN).args(["schema", k.type_name()]).output().unwrap();
+        let out = Command::new(BIN)
+            .args(["schema", k.type_name()])
+            .output()
+            .unwrap();
         assert!(out.status.success());
-        assert_eq!(String::from_utf8(out.stdout).unwrap(), render(Some(k)).unwrap());
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            render(Some(k)).unwrap()
+        );
     }
     let out = Command::new(BIN).arg("schema").output().unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), render(None).unwrap());
-    let out = Command::new(BIN).args(["schema", "no_such_kind"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        render(None).unwrap()
+    );
+    let out = Command::new(BIN)
+        .args(["schema", "no_such_kind"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "clap refuses an unknown kind");
 }
 
@@ -126,15 +144,17 @@ impl Validators {
             .unwrap_or_else(|e| panic!("{whence}: valid by the schema but unread: {e}\n{line}"));
         let kind = RecordKind::of(&record);
         let errors = Self::errors(&self.kinds[&kind], line);
-        assert!(errors.is_empty(), "{whence}: as {kind:?}: {errors:?}\n{line}");
+        assert!(
+            errors.is_empty(),
+            "{whence}: as {kind:?}: {errors:?}\n{line}"
+        );
         kind
     }
 }
 
 /// The complete records of a JSONL file (a torn last line, as a crash leaves, is not one).
 fn lines(path: &Path) -> Vec<Value> {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut out = Vec::new();
     let mut rest = text.as_str();
     while let Some((line, tail)) = rest.split_once('\n') {
@@ -186,8 +206,18 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
     let sweep = out("sweep.jsonl");
     ctxbench(
         &[
-            "sweep", "--lengths", "1k,2k", "--reps", "2", "--output-tokens", "8", "--method",
-            "both", "--needle", "--out", &sweep,
+            "sweep",
+            "--lengths",
+            "1k,2k",
+            "--reps",
+            "2",
+            "--output-tokens",
+            "8",
+            "--method",
+            "both",
+            "--needle",
+            "--out",
+            &sweep,
         ],
         limit,
     );
@@ -195,8 +225,17 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
     let depth = out("depth.jsonl");
     ctxbench(
         &[
-            "sweep", "--depth", "0,2k", "--turn-tokens", "256", "--reps", "1",
-            "--output-tokens", "8", "--out", &depth,
+            "sweep",
+            "--depth",
+            "0,2k",
+            "--turn-tokens",
+            "256",
+            "--reps",
+            "1",
+            "--output-tokens",
+            "8",
+            "--out",
+            &depth,
         ],
         limit,
     );
@@ -204,21 +243,53 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
     // load is one shard of two (shard tags on its records).
     let faulty = dist::SimProcess::start(
         Path::new(BIN),
-        &["--fault-rate", "0.4", "--fault-kinds", "http500", "--spec", "3", "--seed", "7"],
+        &[
+            "--fault-rate",
+            "0.4",
+            "--fault-kinds",
+            "http500",
+            "--spec",
+            "3",
+            "--seed",
+            "7",
+        ],
     );
     let errors = out("errors.jsonl");
     ctxbench(
         &[
-            "sweep", "--url", &faulty.url, "--lengths", "1k", "--reps", "4", "--output-tokens",
-            "8", "--no-warmup", "--out", &errors,
+            "sweep",
+            "--url",
+            &faulty.url,
+            "--lengths",
+            "1k",
+            "--reps",
+            "4",
+            "--output-tokens",
+            "8",
+            "--no-warmup",
+            "--out",
+            &errors,
         ],
         limit,
     );
     let load = out("load.jsonl");
     ctxbench(
         &[
-            "load", "--url", &faulty.url, "--lengths", "1k", "--concurrency", "1,2",
-            "--requests", "6", "--output-tokens", "8", "--shard", "0/2", "--out", &load,
+            "load",
+            "--url",
+            &faulty.url,
+            "--lengths",
+            "1k",
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "6",
+            "--output-tokens",
+            "8",
+            "--shard",
+            "0/2",
+            "--out",
+            &load,
         ],
         limit,
     );
@@ -228,8 +299,22 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
     let knee = out("knee.jsonl");
     ctxbench(
         &[
-            "load", "--url", &sim.url, "--lengths", "1k", "--find-knee", "--knee-max", "4",
-            "--requests", "4", "--output-tokens", "8", "--slo", "e2e=2s", "--out", &knee,
+            "load",
+            "--url",
+            &sim.url,
+            "--lengths",
+            "1k",
+            "--find-knee",
+            "--knee-max",
+            "4",
+            "--requests",
+            "4",
+            "--output-tokens",
+            "8",
+            "--slo",
+            "e2e=2s",
+            "--out",
+            &knee,
         ],
         limit,
     );
@@ -237,17 +322,42 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
     let trace = out("trace.jsonl");
     ctxbench(
         &[
-            "trace", "synth", "--conversations", "2", "--turns", "2..2", "--system-prompts",
-            "1", "--system-tokens", "256", "--doc-tokens", "1k..1k", "--user-tokens",
-            "64..64", "--output-tokens", "8..8", "--think-time", "1s..1s", "--rate", "10",
-            "--out", &trace,
+            "trace",
+            "synth",
+            "--conversations",
+            "2",
+            "--turns",
+            "2..2",
+            "--system-prompts",
+            "1",
+            "--system-tokens",
+            "256",
+            "--doc-tokens",
+            "1k..1k",
+            "--user-tokens",
+            "64..64",
+            "--output-tokens",
+            "8..8",
+            "--think-time",
+            "1s..1s",
+            "--rate",
+            "10",
+            "--out",
+            &trace,
         ],
         limit,
     );
     let replay = out("replay.jsonl");
     ctxbench(
         &[
-            "load", "--url", &sim.url, "--trace", &trace, "--time-scale", "0.1", "--out",
+            "load",
+            "--url",
+            &sim.url,
+            "--trace",
+            &trace,
+            "--time-scale",
+            "0.1",
+            "--out",
             &replay,
         ],
         limit,
@@ -288,7 +398,10 @@ fn every_record_the_tests_hold_or_write_validates() {
         .iter()
         .filter(|k| !seen.contains_key(k))
         .collect();
-    assert!(missing.is_empty(), "no record of {missing:?} was checked: {seen:?}");
+    assert!(
+        missing.is_empty(),
+        "no record of {missing:?} was checked: {seen:?}"
+    );
     // Depth samples, needle results, two-point samples and trace requests were among them.
     let all: Vec<Value> = std::fs::read_dir(dir.path())
         .unwrap()
