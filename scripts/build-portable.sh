@@ -10,5 +10,6 @@
 # compile, linked against glibc 2.17 by zig). Progress goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-eval "$(bash scripts/dist.sh)"
+dist_env="$(bash scripts/dist.sh)" # an assignment, so that set -e stops on a failed build
+eval "$dist_env"
 echo "$CTXBENCH_PORTABLE"

@@ -20,7 +20,8 @@ if ! command -v kubectl >/dev/null; then
 fi
 echo "== release artefacts: manylinux2014 wheel and portable binary (one release compile)" >&2
 # tests/dist_*.rs install the wheel into a fresh venv and check the binary's glibc floor.
-eval "$(bash scripts/dist.sh)"
+dist_env="$(bash scripts/dist.sh)" # an assignment, so that set -e stops on a failed build
+eval "$dist_env"
 export CTXBENCH_WHEEL CTXBENCH_PORTABLE
 echo "== cargo test" >&2
 cargo test --lib --bins --tests --no-fail-fast "$@"

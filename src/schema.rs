@@ -203,6 +203,21 @@ fn refs_in(v: &Value) -> Vec<String> {
     out
 }
 
+/// Keys in sorted order at every level, whether or not serde_json keeps insertion order (its
+/// `preserve_order` feature, which any crate in the build may turn on): the printed schema
+/// is the same bytes either way.
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
 /// The schema as printed and committed: pretty JSON and a final newline.
 pub fn render(kind: Option<RecordKind>) -> Result<String, SchemaError> {
     let v = match kind {
@@ -210,7 +225,7 @@ pub fn render(kind: Option<RecordKind>) -> Result<String, SchemaError> {
         None => record_schema(),
     };
     // A `Value` always serialises.
-    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+    let mut s = serde_json::to_string_pretty(&sorted(v)).unwrap_or_default();
     s.push('\n');
     Ok(s)
 }
