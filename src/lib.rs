@@ -40,5 +40,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Trace(args) => match args.command {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
         },
+        Command::Twin(args) => match args.command {
+            cli::TwinCommand::Calibrate(a) => twin::cmd::run_calibrate(&a).await,
+            cli::TwinCommand::Fit(a) => twin::cmd::run_fit(&a),
+        },
     }
 }
