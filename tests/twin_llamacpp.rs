@@ -45,5 +45,6 @@ async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
     // Physical coefficients.
     let s = &p.step;
     assert!(s.p0_tps.value > 0.0 && s.d0_s.value > 0.0 && s.d1_s_per_token.value >= 0.0);
-    assert!(c.elapsed_s < 300.0, "calibration took {} s", c.elapsed_s);
+    // "Minutes": about 15 s on an idle 2-core machine; 280 s was measured at load 11.
+    assert!(c.elapsed_s < 600.0, "calibration took {} s", c.elapsed_s);
 }

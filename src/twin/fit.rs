@@ -96,7 +96,7 @@ fn decode(
     let d1 = Estimate::new(
         law.e_s_per_token,
         ci.and_then(|c| interval(c.e_s_per_token.0, c.e_s_per_token.1)),
-        "sweep decode step (1 / decode tok/s at batch 1): slope over mean decode context",
+        "sweep decode step (median inter-token gap at batch 1): slope over mean decode context",
     );
     let intercept = Estimate::new(
         law.d_s,

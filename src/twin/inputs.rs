@@ -150,14 +150,19 @@ fn sweep_points<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<SweepPoint
         .collect()
 }
 
-/// One decode step of a sample: a verification step yields `accept_length` tokens.
+/// One decode step of a sample: the median inter-token gap (a verification step yields
+/// `accept_length` tokens), which a stall of the server's process (CPU contention, a GC)
+/// does not move; the mean (1 / decode tok/s) where the sample has no gaps.
 fn step_of(s: &Sample) -> Option<f64> {
     let per_step = s
         .spec
         .and_then(|sp| sp.accept_length)
         .filter(|a| a.is_finite() && *a >= 1.0)
         .unwrap_or(1.0);
-    Some(per_step / s.decode_tps?)
+    match s.itl_p50_s.filter(|g| g.is_finite() && *g > 0.0) {
+        Some(gap) => Some(per_step * gap),
+        None => Some(per_step / s.decode_tps?),
+    }
 }
 
 fn acceptance(samples: &[&(String, Sample)]) -> Vec<(String, f64, usize)> {
