@@ -10,11 +10,19 @@ use ctxbench::cli::{Cli, Command, TwinCommand};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
-    let server = LlamaServer::start_with_slots(4);
+    // One compute thread (later flags win): two threads meet at a barrier every op, and on
+    // a shared 2-core machine one descheduled thread stalls the other's whole step.
+    let server = LlamaServer::start_with_args(4, &["-t", "1", "-tb", "1"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("llama.json");
     let argv = [
-        "ctxbench", "twin", "calibrate", "--url", &server.url, "--out", out.to_str().unwrap(),
+        "ctxbench",
+        "twin",
+        "calibrate",
+        "--url",
+        &server.url,
+        "--out",
+        out.to_str().unwrap(),
     ];
     let Command::Twin(t) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
@@ -28,23 +36,40 @@ async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
     let p = &c.profile;
     println!("{}", ctxbench::twin::render::render(p));
     println!("calibration took {:.1} s", c.elapsed_s);
-    assert_eq!(p.limits.max_running.value, 4.0, "{:?}", p.limits.max_running);
+    assert_eq!(
+        p.limits.max_running.value, 4.0,
+        "{:?}",
+        p.limits.max_running
+    );
     // 32k context over 4 slots: each slot gets 8k, and the plan stayed inside it.
     assert_eq!(p.limits.context_tokens.value, 8192.0);
     assert_eq!(p.limits.pool_tokens.value, 32768.0);
     assert!(p.envelope.max_context_tokens <= 8192, "{:?}", p.envelope);
-    assert!(p.caveats.iter().any(|c| c.what.contains("slot")), "{:?}", p.caveats);
+    assert!(
+        p.caveats.iter().any(|c| c.what.contains("slot")),
+        "{:?}",
+        p.caveats
+    );
     assert_eq!(p.server["server_info"]["kind"], "llamacpp");
-    // Fit quality. The prefill law spans 512..8k tokens, TTFT from ~40 ms to ~1 s; median
-    // noise of one point on a loaded 2-core machine was measured at up to ~15 % (see
-    // docs/twin.md), far below the spread of TTFT, so the law explains > 95 % of it. The
-    // decode step grows ~4× over the same lengths with the same relative noise: > 80 %.
+    // Fit quality. The prefill law spans 512..8k tokens, TTFT from ~0.1 s to ~10 s on a
+    // busy 2-core machine; the decode step grows ~5× over the same span. Measured at load
+    // average 7–8 (other builds on both cores): R² 0.979 (prefill) and 0.983 (decode), the
+    // largest residuals 1.3 s (TTFT at 8k) and 0.33 ms; with two compute threads, whose
+    // per-op barrier turns every descheduling into a stall, the decode law fell to R² 0.35.
+    // A bound of 0.9 lets the unexplained variance grow about 5× over what was measured.
     let r2 = |law: &str| p.fit_quality[law]["r2"].as_f64().unwrap();
-    assert!(r2("ttft") > 0.95, "prefill R² {}", r2("ttft"));
-    assert!(r2("decode_step") > 0.80, "decode R² {}", r2("decode_step"));
-    // Physical coefficients.
+    assert!(r2("ttft") > 0.9, "prefill R² {}", r2("ttft"));
+    assert!(r2("decode_step") > 0.9, "decode R² {}", r2("decode_step"));
+    // Physical coefficients (a term the data made negative is fixed at 0 and said so).
     let s = &p.step;
-    assert!(s.p0_tps.value > 0.0 && s.d0_s.value > 0.0 && s.d1_s_per_token.value >= 0.0);
-    // "Minutes": about 15 s on an idle 2-core machine; 280 s was measured at load 11.
+    assert!(
+        s.p0_tps.value > 0.0 && s.d1_s_per_token.value >= 0.0,
+        "{s:?}"
+    );
+    assert!(
+        s.d0_s.value >= 0.0 && s.d2_s_per_request.value >= 0.0,
+        "{s:?}"
+    );
+    // "Minutes": 65 s measured at load 7–8; 180–280 s with two threads at load 9–11.
     assert!(c.elapsed_s < 600.0, "calibration took {} s", c.elapsed_s);
 }

@@ -25,10 +25,14 @@ pub fn apply(profile: &Profile, args: &mut SimArgs, given: &dyn Fn(&str) -> bool
     set("d1", &mut || c.d1 = e.cost.model.d1);
     set("d2", &mut || c.d2 = e.cost.d2);
     set("step_overhead", &mut || c.step_overhead = e.cost.overhead);
-    set("max_batch_tokens", &mut || c.max_batch_tokens = e.max_batch_tokens);
+    set("max_batch_tokens", &mut || {
+        c.max_batch_tokens = e.max_batch_tokens
+    });
     set("max_running", &mut || c.max_running = e.max_running);
     set("page_size", &mut || c.page_size = e.page_tokens);
-    set("kv_pool_tokens", &mut || c.kv_pool_tokens = Some(e.pool_tokens));
+    set("kv_pool_tokens", &mut || {
+        c.kv_pool_tokens = Some(e.pool_tokens)
+    });
     set("no_cache", &mut || c.no_cache = !e.cache);
     set("spec", &mut || c.spec = e.spec);
     set("context_length", &mut || {

@@ -101,13 +101,25 @@ fn fresh(path: &Path) -> anyhow::Result<String> {
     Ok(path.display().to_string())
 }
 
-async fn sweep(args: &CalibrateArgs, lengths: &str, content: Option<&str>, out: &Path) -> anyhow::Result<()> {
+async fn sweep(
+    args: &CalibrateArgs,
+    lengths: &str,
+    content: Option<&str>,
+    out: &Path,
+) -> anyhow::Result<()> {
     let mut argv = vec!["sweep".to_string()];
     argv.extend(target_flags(args));
     argv.extend(
         [
-            "--lengths", lengths, "--reps", &args.reps.to_string(), "--output-tokens",
-            &args.output_tokens.to_string(), "--seed", &args.seed.to_string(), "--out",
+            "--lengths",
+            lengths,
+            "--reps",
+            &args.reps.to_string(),
+            "--output-tokens",
+            &args.output_tokens.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+            "--out",
             &fresh(out)?,
         ]
         .map(String::from),
@@ -125,12 +137,26 @@ async fn sweep(args: &CalibrateArgs, lengths: &str, content: Option<&str>, out: 
 async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<()> {
     let mut argv = vec!["load".to_string()];
     argv.extend(target_flags(args));
-    let conc = plan.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let conc = plan
+        .concurrency
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     argv.extend(
         [
-            "--lengths", &plan.load_length.to_string(), "--concurrency", &conc, "--requests",
-            &args.requests.to_string(), "--output-tokens", &args.output_tokens.to_string(),
-            "--seed", &args.seed.to_string(), "--out", &fresh(out)?,
+            "--lengths",
+            &plan.load_length.to_string(),
+            "--concurrency",
+            &conc,
+            "--requests",
+            &args.requests.to_string(),
+            "--output-tokens",
+            &args.output_tokens.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+            "--out",
+            &fresh(out)?,
         ]
         .map(String::from),
     );
@@ -159,7 +185,8 @@ pub async fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Calibration> {
         None => std::env::var("OPENAI_API_KEY").ok(),
     };
     let shown = strip_credentials(&args.url);
-    reqwest::Url::parse(&args.url).map_err(|e| anyhow::anyhow!("--url `{shown}` is not a URL ({e})"))?;
+    reqwest::Url::parse(&args.url)
+        .map_err(|e| anyhow::anyhow!("--url `{shown}` is not a URL ({e})"))?;
     let http = Http::new(&args.url, key)?;
     let info = detect::probe(&http)
         .await
@@ -175,7 +202,12 @@ pub async fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Calibration> {
         plan.load_length,
         args.requests
     );
-    let lengths = plan.lengths.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+    let lengths = plan
+        .lengths
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     let mut records = vec![records_path(&args.out, "sweep")];
     sweep(args, &lengths, None, &records[0]).await?;
     for content in &plan.spec_contents {

@@ -52,7 +52,12 @@ fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(
             let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
             let ctx_sum = b * c.decode_context() as f64;
             let sigma = (c.itl_p50_ci95_s[1] - c.itl_p50_ci95_s[0]) / (2.0 * Z95);
-            (b, c.itl_p50_s - d1.value * ctx_sum, sigma, c.decode_context() as f64)
+            (
+                b,
+                c.itl_p50_s - d1.value * ctx_sum,
+                sigma,
+                c.decode_context() as f64,
+            )
         })
         .collect();
     if pts.is_empty() {
@@ -65,8 +70,16 @@ fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(
         return None;
     }
     let mean_y = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let slope = pts.iter().map(|p| (p.0 - mean_b) * (p.1 - mean_y)).sum::<f64>() / sxx;
-    let var_medians: f64 = pts.iter().map(|p| (p.0 - mean_b).powi(2) * p.2 * p.2).sum::<f64>() / (sxx * sxx);
+    let slope = pts
+        .iter()
+        .map(|p| (p.0 - mean_b) * (p.1 - mean_y))
+        .sum::<f64>()
+        / sxx;
+    let var_medians: f64 = pts
+        .iter()
+        .map(|p| (p.0 - mean_b).powi(2) * p.2 * p.2)
+        .sum::<f64>()
+        / (sxx * sxx);
     // A d1 error δ moves each point by δ·b·context: the slope by about δ·context.
     let ctx = pts.iter().map(|p| p.3).sum::<f64>() / n;
     let sigma_d1 = half_width(d1) / Z95 * ctx;
@@ -98,11 +111,7 @@ fn decode(
         ci.and_then(|c| interval(c.e_s_per_token.0, c.e_s_per_token.1)),
         "sweep decode step (median inter-token gap at batch 1): slope over mean decode context",
     );
-    let intercept = Estimate::new(
-        law.d_s,
-        ci.and_then(|c| interval(c.d_s.0, c.d_s.1)),
-        "",
-    );
+    let intercept = Estimate::new(law.d_s, ci.and_then(|c| interval(c.d_s.0, c.d_s.1)), "");
     let (d2, batch) = per_request(cells, max_running, &d1).unwrap_or_else(|| {
         (
             Estimate::new(
@@ -183,8 +192,16 @@ fn law_caveats(ttft: &TtftFit, step: &DecodeStepFit) -> Vec<Caveat> {
 
 /// Fit a profile from gathered records; errors say what is missing.
 pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
-    let ttft_pts: Vec<(u64, f64)> = inputs.sweep.iter().map(|p| (p.prompt_tokens, p.ttft_s)).collect();
-    let step_pts: Vec<(u64, f64)> = inputs.sweep.iter().map(|p| (p.decode_context(), p.step_s)).collect();
+    let ttft_pts: Vec<(u64, f64)> = inputs
+        .sweep
+        .iter()
+        .map(|p| (p.prompt_tokens, p.ttft_s))
+        .collect();
+    let step_pts: Vec<(u64, f64)> = inputs
+        .sweep
+        .iter()
+        .map(|p| (p.decode_context(), p.step_s))
+        .collect();
     let ttft = fit_ttft(&ttft_pts).ok_or_else(|| {
         anyhow::anyhow!(
             "the prefill law needs valid streamed sweep samples at {} or more distinct lengths; \
@@ -205,7 +222,12 @@ pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
     let (d0, d1, d2, overhead, decode_quality) = decode(&step, &inputs.cells, max_running);
     let mut caveats = limits::caveats(&info, &limits);
     caveats.extend(law_caveats(&ttft, &step));
-    let max_concurrency = inputs.cells.iter().map(|c| u64::from(c.concurrency)).max().unwrap_or(1);
+    let max_concurrency = inputs
+        .cells
+        .iter()
+        .map(|c| u64::from(c.concurrency))
+        .max()
+        .unwrap_or(1);
     Ok(Profile {
         profile_version: PROFILE_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -304,7 +326,11 @@ mod tests {
         assert!(close(s.p0_tps.value, P0), "{:?}", s.p0_tps);
         assert!(close(s.q_s_per_token2.value, Q), "{:?}", s.q_s_per_token2);
         assert!(close(s.d1_s_per_token.value, D1), "{:?}", s.d1_s_per_token);
-        assert!(close(s.d2_s_per_request.value, D2), "{:?}", s.d2_s_per_request);
+        assert!(
+            close(s.d2_s_per_request.value, D2),
+            "{:?}",
+            s.d2_s_per_request
+        );
         assert!(close(s.d0_s.value, D0), "{:?}", s.d0_s);
         let [lo, hi] = s.d2_s_per_request.ci95.unwrap();
         assert!(lo < D2 && D2 < hi);
@@ -335,7 +361,10 @@ mod tests {
         let mut i = inputs();
         i.sweep.truncate(2);
         let e = fit(&i).unwrap_err().to_string();
-        assert!(e.contains("3 or more distinct lengths") && e.contains("ctxbench sweep"), "{e}");
+        assert!(
+            e.contains("3 or more distinct lengths") && e.contains("ctxbench sweep"),
+            "{e}"
+        );
     }
 
     #[test]

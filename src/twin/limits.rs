@@ -84,10 +84,7 @@ pub fn limits(info: &Value, longest_measured: u64) -> (Limits, Estimate) {
             DEFAULT_CHUNK_TOKENS,
             "default: llama.cpp's -b (n_batch) 2048; /props does not report it",
         ),
-        None => exact(
-            DEFAULT_CHUNK_TOKENS,
-            "default: not reported by the server",
-        ),
+        None => exact(DEFAULT_CHUNK_TOKENS, "default: not reported by the server"),
     };
     let limits = Limits {
         max_running,
@@ -122,7 +119,11 @@ pub fn caveats(info: &Value, limits: &Limits) -> Vec<Caveat> {
                 .into(),
         });
     }
-    if info.get("chunked_prefill_tokens").and_then(Value::as_u64).is_none() {
+    if info
+        .get("chunked_prefill_tokens")
+        .and_then(Value::as_u64)
+        .is_none()
+    {
         out.push(Caveat {
             what: "the chunk budget is a default, not a reported value".into(),
             effect: "prompts longer than the real budget take more steps than modelled, \

@@ -55,7 +55,11 @@ pub fn render(p: &Profile) -> String {
     line(&mut out, "context", &l.context_tokens, 1.0, "tokens");
     let _ = writeln!(out, "  prefix cache: {}", l.prefix_cache);
     if let Some(sp) = &p.speculation {
-        let _ = writeln!(out, "speculation: up to {} tokens per step", sp.draft_tokens);
+        let _ = writeln!(
+            out,
+            "speculation: up to {} tokens per step",
+            sp.draft_tokens
+        );
         for (content, e) in &sp.accept_length {
             line(&mut out, content, e, 1.0, "tok/step");
         }
@@ -90,7 +94,10 @@ fn batch_quality(out: &mut String, decode: &Value) {
             );
         }
     }
-    if let Some(v) = decode.get("batch1_cells_vs_sweep_law").and_then(Value::as_array) {
+    if let Some(v) = decode
+        .get("batch1_cells_vs_sweep_law")
+        .and_then(Value::as_array)
+    {
         for c in v {
             let _ = writeln!(
                 out,
