@@ -222,6 +222,12 @@ impl From<SimArgs> for SimConfig {
 /// `ctxbench sim`: serve until interrupted.
 pub async fn serve_forever(mut args: SimArgs) -> anyhow::Result<()> {
     profile::load_into(&mut args, &profile::given_on_command_line())?;
+    if let Some(p) = &args.profile {
+        eprintln!(
+            "ctxbench sim: serving as the twin profile {} (flags given explicitly override it)",
+            p.display()
+        );
+    }
     let (host, port) = (args.host.clone(), args.port);
     let server = SimServer::start(&host, port, args.into()).await?;
     eprintln!(
