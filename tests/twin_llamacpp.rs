@@ -54,7 +54,8 @@ async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
     // Fit quality. The prefill law spans 512..8k tokens, TTFT from ~0.1 s to ~10 s on a
     // busy 2-core machine; the decode step grows ~5× over the same span, from under 1 ms,
     // so a core lost for a few ms moves it most. Measured with one compute thread: R²
-    // 0.979 / 0.983 (prefill / decode) at load average 7–8, 0.983 / 0.734 at 11–13; with
+    // 0.979 / 0.983 (prefill / decode) and 0.997 / 0.998 at load average 7–8, 0.983 / 0.734
+    // at 11–13; with
     // two threads, whose per-op barrier turns every descheduling into a stall, prefill
     // 0.886–0.989 and decode 0.35–0.70 over four runs at 8–11. The bounds sit below every
     // one-thread run with room for heavier load: the laws still explain most of the spread.
@@ -71,6 +72,6 @@ async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
         s.d0_s.value >= 0.0 && s.d2_s_per_request.value >= 0.0,
         "{s:?}"
     );
-    // "Minutes": 65 and 102 s measured at load 7–13; 180–280 s with two threads.
+    // "Minutes": 63–102 s measured at load 7–13; 180–280 s with two threads.
     assert!(c.elapsed_s < 600.0, "calibration took {} s", c.elapsed_s);
 }

@@ -124,10 +124,19 @@ fn decode(
     });
     let h = (half_width(&intercept).powi(2) + half_width(&d2).powi(2)).sqrt();
     let raw = law.d_s - d2.value;
+    let source = if raw < 0.0 {
+        format!(
+            "sweep decode step at batch 1: intercept − d2 = {raw:.3e} s, negative (the cells \
+             and the sweep disagree, e.g. the host was busier during one): fixed at 0; the \
+             interval is of the unfixed value"
+        )
+    } else {
+        "sweep decode step at batch 1: intercept − d2 (the step overhead folded in)".to_string()
+    };
     let d0 = Estimate::new(
         raw.max(0.0),
         (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
-        "sweep decode step at batch 1: intercept − d2 (the step overhead folded in)",
+        source,
     );
     let overhead = Estimate::new(
         0.0,
