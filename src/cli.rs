@@ -57,6 +57,23 @@ pub enum Command {
     /// The man page (roff) on stdout, or all pages into a folder.
     #[command(hide = true)]
     Man(crate::cli_docs::ManArgs),
+    /// A calibrated twin of a server: measure it once (calibrate, fit), then predict.
+    Twin(TwinArgs),
+}
+
+/// `ctxbench twin ...`.
+#[derive(Args, Debug)]
+pub struct TwinArgs {
+    #[command(subcommand)]
+    pub command: TwinCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TwinCommand {
+    /// Measure a server with a small plan of its own and write its profile.
+    Calibrate(crate::twin::cmd::CalibrateArgs),
+    /// Fit a profile from existing sweep and load records.
+    Fit(crate::twin::cmd::FitArgs),
 }
 
 /// `ctxbench trace ...`.

@@ -47,6 +47,9 @@ pub struct ServerInfo {
     pub slots: Option<u64>,
     pub kv_pool_tokens: Option<u64>,
     pub page_size: Option<u64>,
+    /// Prefill tokens per engine step (SGLang `chunked_prefill_size`), where reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunked_prefill_tokens: Option<u64>,
     pub prefix_cache: Option<bool>,
     pub reports_cached_tokens: Option<bool>,
     pub flush: &'static str,
@@ -78,6 +81,7 @@ impl ServerInfo {
             slots: None,
             kv_pool_tokens: None,
             page_size: None,
+            chunked_prefill_tokens: None,
             prefix_cache: None,
             reports_cached_tokens: None,
             flush: Flusher::None.name(),
@@ -246,6 +250,8 @@ fn sglang_info(si: &Value) -> ServerInfo {
     i.max_running_requests = u64_at(si, "/max_running_requests");
     i.kv_pool_tokens = u64_at(si, "/max_total_num_tokens");
     i.page_size = u64_at(si, "/page_size");
+    // -1 (chunking off) is not a u64: left unreported.
+    i.chunked_prefill_tokens = u64_at(si, "/chunked_prefill_size").filter(|&c| c > 0);
     i.prefix_cache = si
         .get("disable_radix_cache")
         .and_then(Value::as_bool)

@@ -16,6 +16,7 @@ pub mod needle;
 mod ollama;
 mod openai;
 pub mod pool;
+pub mod profile;
 mod request;
 pub mod scheduler;
 mod server;
@@ -210,6 +211,11 @@ pub struct SimArgs {
     /// Model name the simulator reports.
     #[arg(long = "model-name", default_value = "ctxbench-sim")]
     pub model_name: String,
+    /// Serve as a calibrated server: the step model, limits and model name of this twin
+    /// profile (`ctxbench twin calibrate`); flags given explicitly still override it.
+    /// Example: ctxbench sim --profile llama.json --port 8081
+    #[arg(long, value_name = "PROFILE.json")]
+    pub profile: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub cost: SimCostArgs,
 }
@@ -233,7 +239,14 @@ impl From<SimArgs> for SimConfig {
 }
 
 /// `ctxbench sim`: serve until interrupted.
-pub async fn serve_forever(args: SimArgs) -> anyhow::Result<()> {
+pub async fn serve_forever(mut args: SimArgs) -> anyhow::Result<()> {
+    profile::load_into(&mut args, &profile::given_on_command_line())?;
+    if let Some(p) = &args.profile {
+        eprintln!(
+            "ctxbench sim: serving as the twin profile {} (flags given explicitly override it)",
+            p.display()
+        );
+    }
     let (host, port) = (args.host.clone(), args.port);
     let server = SimServer::start(&host, port, args.into()).await?;
     eprintln!(

@@ -120,9 +120,13 @@ pub enum ProfileError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path} is not a ctxbench twin profile (no profile_version field); make one with `ctxbench twin calibrate` or `ctxbench twin fit`")]
+    #[error(
+        "{path} is not a ctxbench twin profile (no profile_version field); make one with `ctxbench twin calibrate` or `ctxbench twin fit`"
+    )]
     NotAProfile { path: String },
-    #[error("{path} is a version-{found} twin profile; this ctxbench reads version {PROFILE_VERSION}: recalibrate with `ctxbench twin calibrate` or `ctxbench twin fit`")]
+    #[error(
+        "{path} is a version-{found} twin profile; this ctxbench reads version {PROFILE_VERSION}: recalibrate with `ctxbench twin calibrate` or `ctxbench twin fit`"
+    )]
     Version { path: String, found: u64 },
     #[error("{path}: malformed twin profile: {message}")]
     Malformed { path: String, message: String },
@@ -184,7 +188,10 @@ impl Profile {
             },
             max_batch_tokens: (s.chunk_tokens.value.round() as u64).max(1),
             max_running: (l.max_running.value.round() as usize).max(1),
-            spec: self.speculation.as_ref().map_or(1, |sp| sp.draft_tokens.max(1)),
+            spec: self
+                .speculation
+                .as_ref()
+                .map_or(1, |sp| sp.draft_tokens.max(1)),
             new_token_ratio: 1.0,
             page_tokens: (l.page_tokens.value.round() as u64).max(1),
             pool_tokens: (l.pool_tokens.value.round() as u64).max(1),

@@ -1,0 +1,230 @@
+//! `twin calibrate`: a small plan of its own on the library's sweep and load entry points
+//! (a short sweep for the prefill and batch-1 decode laws, closed-loop cells at concurrency
+//! 1 and 2 for the batching cost, acceptance per content when the server speculates), the
+//! records kept beside the profile, then exactly `twin fit` on them.
+
+use super::cmd::CalibrateArgs;
+use super::profile::Profile;
+use super::{fit, inputs};
+use crate::backend::detect::{self, ServerInfo};
+use crate::backend::http::{Http, strip_credentials};
+use crate::cli::{Cli, Command};
+use clap::Parser;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The default plan stays at or below this concurrency: anything larger is a prediction.
+pub const CALIBRATION_CONCURRENCY: u32 = 2;
+/// Sweep lengths are the powers of two from this up to the cap (and the cap itself).
+const SHORTEST: u64 = 512;
+/// Contents whose acceptance is measured when the server speculates.
+const SPEC_CONTENTS: &[&str] = &["builtin:prose", "builtin:code"];
+
+/// What calibration will send, decided before anything is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub lengths: Vec<u64>,
+    pub load_length: u64,
+    pub concurrency: Vec<u32>,
+    /// Corpora measured for acceptance (empty unless the server speculates).
+    pub spec_contents: Vec<String>,
+}
+
+/// The lengths, capped by `--max-length` and the server's limit less the output.
+pub fn plan(args: &CalibrateArgs, info: &ServerInfo) -> anyhow::Result<Plan> {
+    let limit = info
+        .max_input_tokens
+        .or(info.context_length)
+        .map(|c| c.saturating_sub(args.output_tokens + 1));
+    let cap = limit.map_or(args.max_length, |l| l.min(args.max_length));
+    let mut lengths: Vec<u64> = std::iter::successors(Some(SHORTEST), |n| Some(n * 2))
+        .take_while(|&n| n <= cap)
+        .collect();
+    if lengths.last().is_some_and(|&l| l < cap) {
+        lengths.push(cap);
+    }
+    if lengths.len() < crate::fit::MIN_TTFT_POINTS {
+        anyhow::bail!(
+            "--max-length {}: the prefill law needs {} lengths from {SHORTEST} tokens up; the \
+             server allows prompts up to {} tokens with --output-tokens {}",
+            args.max_length,
+            crate::fit::MIN_TTFT_POINTS,
+            limit.map_or("?".into(), |l| l.to_string()),
+            args.output_tokens
+        );
+    }
+    let speculates = !info.speculative.is_null();
+    Ok(Plan {
+        load_length: args.load_length.min(cap),
+        lengths,
+        concurrency: (1..=CALIBRATION_CONCURRENCY).collect(),
+        spec_contents: if speculates {
+            SPEC_CONTENTS.iter().map(|s| s.to_string()).collect()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Where the records of a calibration go: beside the profile, named after it.
+pub fn records_path(profile: &Path, part: &str) -> PathBuf {
+    let stem = profile
+        .file_stem()
+        .map_or("profile".into(), |s| s.to_string_lossy().into_owned());
+    profile.with_file_name(format!("{stem}.{part}.jsonl"))
+}
+
+fn target_flags(args: &CalibrateArgs) -> Vec<String> {
+    let api = clap::ValueEnum::to_possible_value(&args.api)
+        .map_or("auto".to_string(), |v| v.get_name().to_string());
+    let mut v = vec!["--url".into(), args.url.clone(), "--api".into(), api];
+    if let Some(m) = &args.model {
+        v.extend(["--model".into(), m.clone()]);
+    }
+    if let Some(k) = &args.api_key_env {
+        v.extend(["--api-key-env".into(), k.clone()]);
+    }
+    v
+}
+
+fn parse(argv: Vec<String>) -> anyhow::Result<Command> {
+    Ok(Cli::try_parse_from(std::iter::once("ctxbench".to_string()).chain(argv))?.command)
+}
+
+/// A fresh records file (an old one from an earlier calibration is replaced).
+fn fresh(path: &Path) -> anyhow::Result<String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => anyhow::bail!("--out: cannot replace {}: {e}", path.display()),
+    }
+    Ok(path.display().to_string())
+}
+
+async fn sweep(
+    args: &CalibrateArgs,
+    lengths: &str,
+    content: Option<&str>,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let mut argv = vec!["sweep".to_string()];
+    argv.extend(target_flags(args));
+    argv.extend(
+        [
+            "--lengths",
+            lengths,
+            "--reps",
+            &args.reps.to_string(),
+            "--output-tokens",
+            &args.output_tokens.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+            "--out",
+            &fresh(out)?,
+        ]
+        .map(String::from),
+    );
+    if let Some(c) = content {
+        argv.extend(["--corpus".to_string(), c.to_string()]);
+    }
+    let Command::Sweep(a) = parse(argv)? else {
+        unreachable!("parsed as sweep")
+    };
+    crate::sweep::execute(*a).await?;
+    Ok(())
+}
+
+async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<()> {
+    let mut argv = vec!["load".to_string()];
+    argv.extend(target_flags(args));
+    let conc = plan
+        .concurrency
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    argv.extend(
+        [
+            "--lengths",
+            &plan.load_length.to_string(),
+            "--concurrency",
+            &conc,
+            "--requests",
+            &args.requests.to_string(),
+            "--output-tokens",
+            &args.output_tokens.to_string(),
+            "--seed",
+            &args.seed.to_string(),
+            "--out",
+            &fresh(out)?,
+        ]
+        .map(String::from),
+    );
+    let Command::Load(a) = parse(argv)? else {
+        unreachable!("parsed as load")
+    };
+    crate::load::execute(*a).await?;
+    Ok(())
+}
+
+/// What a calibration produced.
+pub struct Calibration {
+    pub profile: Profile,
+    pub records: Vec<PathBuf>,
+    pub plan: Plan,
+    pub elapsed_s: f64,
+}
+
+/// Probe, measure, fit; the records are written beside `args.out`, the profile is returned.
+pub async fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Calibration> {
+    let started = Instant::now();
+    let key = match &args.api_key_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            anyhow::anyhow!("--api-key-env {var}: the environment variable is not set")
+        })?),
+        None => std::env::var("OPENAI_API_KEY").ok(),
+    };
+    let shown = strip_credentials(&args.url);
+    reqwest::Url::parse(&args.url)
+        .map_err(|e| anyhow::anyhow!("--url `{shown}` is not a URL ({e})"))?;
+    let http = Http::new(&args.url, key)?;
+    let info = detect::probe(&http)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", http.redact(&format!("{e:#}"))))?;
+    let plan = plan(args, &info)?;
+    eprintln!(
+        "twin calibrate: {} ({}): sweep {:?} × {} reps, closed loop c={:?} at {} tokens × {} requests",
+        shown,
+        info.kind.name(),
+        plan.lengths,
+        args.reps,
+        plan.concurrency,
+        plan.load_length,
+        args.requests
+    );
+    let lengths = plan
+        .lengths
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut records = vec![records_path(&args.out, "sweep")];
+    sweep(args, &lengths, None, &records[0]).await?;
+    for content in &plan.spec_contents {
+        let part = format!("spec-{}", content.trim_start_matches("builtin:"));
+        let path = records_path(&args.out, &part);
+        sweep(args, &plan.load_length.to_string(), Some(content), &path).await?;
+        records.push(path);
+    }
+    let load_path = records_path(&args.out, "load");
+    load(args, &plan, &load_path).await?;
+    records.push(load_path);
+    let gathered = inputs::gather(&records, CALIBRATION_CONCURRENCY)?;
+    let profile = fit::fit(&gathered)?;
+    Ok(Calibration {
+        profile,
+        records,
+        plan,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,390 @@
+//! `twin fit`'s arithmetic: from the gathered records to a profile. The prefill law
+//! (TTFT = t0 + n/p0 + q·n²/2) and the batch-1 decode law (step = I + d1·context) come from
+//! the sweep through `crate::fit`; the per-decoding-request cost d2 from the closed-loop
+//! cells, whose median gap at batch b is I + d2·(b−1) + d1·Σcontext. Pure: no I/O.
+
+use super::inputs::{CellSteps, Inputs};
+use super::limits;
+use super::profile::{
+    Caveat, Envelope, Estimate, PROFILE_VERSION, Profile, Speculation, StepModel,
+};
+use crate::fit::{DecodeStepFit, TtftFit, fit_decode_step, fit_ttft};
+use serde_json::{Value, json};
+
+/// z for a two-sided 95 % interval.
+const Z95: f64 = 1.96;
+
+fn interval(lo: f64, hi: f64) -> Option<[f64; 2]> {
+    (lo.is_finite() && hi.is_finite() && lo <= hi).then_some([lo, hi])
+}
+
+fn half_width(e: &Estimate) -> f64 {
+    e.ci95.map_or(0.0, |[lo, hi]| (hi - lo) / 2.0)
+}
+
+/// The prefill law as the engine's t0, p0, q (the law's n² coefficient is q/2).
+fn prefill(law: &TtftFit, what: &str) -> (Estimate, Estimate, Estimate) {
+    let ci = law.ci95;
+    let t0 = Estimate::new(
+        law.a_s,
+        ci.and_then(|c| interval(c.a_s.0, c.a_s.1)),
+        format!("{what}: intercept (includes the client's transport)"),
+    );
+    let p0_ci = ci.and_then(|c| {
+        let (lo, hi) = c.b_s_per_token;
+        (lo > 0.0).then(|| interval(1.0 / hi, 1.0 / lo)).flatten()
+    });
+    let p0 = Estimate::new(1.0 / law.b_s_per_token, p0_ci, format!("{what}: 1 / slope"));
+    let q = Estimate::new(
+        2.0 * law.c_s_per_token2,
+        ci.and_then(|c| interval(2.0 * c.c_s_per_token2.0, 2.0 * c.c_s_per_token2.1)),
+        format!("{what}: 2 × the n² coefficient"),
+    );
+    (t0, p0, q)
+}
+
+/// d2 from the cells: a straight line through (b, gap − d1·Σcontext) over the batch sizes
+/// b = min(concurrency, max_running); its interval propagates each median's interval and d1's.
+fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(Estimate, Value)> {
+    let pts: Vec<(f64, f64, f64, f64)> = cells
+        .iter()
+        .map(|c| {
+            let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
+            let ctx_sum = b * c.decode_context() as f64;
+            let sigma = (c.itl_p50_ci95_s[1] - c.itl_p50_ci95_s[0]) / (2.0 * Z95);
+            (
+                b,
+                c.itl_p50_s - d1.value * ctx_sum,
+                sigma,
+                c.decode_context() as f64,
+            )
+        })
+        .collect();
+    if pts.is_empty() {
+        return None;
+    }
+    let n = pts.len() as f64;
+    let mean_b = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mean_b).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let mean_y = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let slope = pts
+        .iter()
+        .map(|p| (p.0 - mean_b) * (p.1 - mean_y))
+        .sum::<f64>()
+        / sxx;
+    let var_medians: f64 = pts
+        .iter()
+        .map(|p| (p.0 - mean_b).powi(2) * p.2 * p.2)
+        .sum::<f64>()
+        / (sxx * sxx);
+    // A d1 error δ moves each point by δ·b·context: the slope by about δ·context.
+    let ctx = pts.iter().map(|p| p.3).sum::<f64>() / n;
+    let sigma_d1 = half_width(d1) / Z95 * ctx;
+    let half = Z95 * (var_medians + sigma_d1 * sigma_d1).sqrt();
+    let batches: Vec<u64> = pts.iter().map(|p| p.0 as u64).collect();
+    let value = slope.max(0.0);
+    let note = (slope < 0.0).then(|| format!("the fit gave {slope:.3e} s (negative): fixed at 0"));
+    let est = Estimate::new(
+        value,
+        interval(slope - half, slope + half),
+        format!(
+            "closed-loop cells, batch {batches:?}: slope of median gap − d1·Σcontext over decoding requests"
+        ),
+    );
+    let quality = json!({"cells": cells, "batches": batches, "d2_s": slope, "note": note});
+    Some((est, quality))
+}
+
+/// The decode coefficients: d1 and the batch-1 intercept from the sweep, d2 from the cells,
+/// d0 = intercept − d2 (the step overhead is folded into d0 and t0).
+fn decode(
+    law: &DecodeStepFit,
+    cells: &[CellSteps],
+    max_running: u64,
+) -> (Estimate, Estimate, Estimate, Estimate, Value) {
+    let ci = law.ci95;
+    let d1 = Estimate::new(
+        law.e_s_per_token,
+        ci.and_then(|c| interval(c.e_s_per_token.0, c.e_s_per_token.1)),
+        "sweep decode step (median inter-token gap at batch 1): slope over mean decode context",
+    );
+    let intercept = Estimate::new(law.d_s, ci.and_then(|c| interval(c.d_s.0, c.d_s.1)), "");
+    let (d2, batch) = per_request(cells, max_running, &d1).unwrap_or_else(|| {
+        (
+            Estimate::new(
+                0.0,
+                None,
+                "not measured: no closed-loop cell with two requests decoding at once (d0 holds it)",
+            ),
+            Value::Null,
+        )
+    });
+    let h = (half_width(&intercept).powi(2) + half_width(&d2).powi(2)).sqrt();
+    let raw = law.d_s - d2.value;
+    let source = if raw < 0.0 {
+        format!(
+            "sweep decode step at batch 1: intercept − d2 = {raw:.3e} s, negative (the cells \
+             and the sweep disagree, e.g. the host was busier during one): fixed at 0; the \
+             interval is of the unfixed value"
+        )
+    } else {
+        "sweep decode step at batch 1: intercept − d2 (the step overhead folded in)".to_string()
+    };
+    let d0 = Estimate::new(
+        raw.max(0.0),
+        (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
+        source,
+    );
+    let overhead = Estimate::new(
+        0.0,
+        None,
+        "not separable at concurrency ≤ 2 by a client: folded into t0 (prefill steps) and d0 \
+         (decode steps)",
+    );
+    let batch1 = cells
+        .iter()
+        .filter(|c| c.concurrency == 1)
+        .map(|c| {
+            let law_s = law.step_s(c.decode_context());
+            json!({"context_tokens": c.context_tokens, "cell_itl_p50_s": c.itl_p50_s,
+                   "sweep_law_s": law_s, "gap_pct": (c.itl_p50_s / law_s - 1.0) * 100.0})
+        })
+        .collect::<Vec<_>>();
+    let quality = json!({"batch": batch, "batch1_cells_vs_sweep_law": batch1});
+    (d0, d1, d2, overhead, quality)
+}
+
+fn speculation(info: &Value, inputs: &Inputs) -> Option<Speculation> {
+    let spec = info.get("speculative").filter(|s| !s.is_null());
+    let accepted = inputs.accept.iter().any(|(_, a, _)| *a > 1.05);
+    if spec.is_none() && !accepted {
+        return None;
+    }
+    let longest = inputs.accept.iter().map(|(_, a, _)| *a).fold(1.0, f64::max);
+    let draft_tokens = spec
+        .and_then(|s| s.get("speculative_num_draft_tokens"))
+        .and_then(Value::as_u64)
+        .map_or(longest.ceil() as u32, |d| d as u32);
+    let accept_length = inputs
+        .accept
+        .iter()
+        .map(|(content, a, n)| {
+            let src = format!("sweep: median tokens per verification step, {n} samples");
+            (content.clone(), Estimate::new(*a, None, src))
+        })
+        .collect();
+    Some(Speculation {
+        draft_tokens,
+        accept_length,
+    })
+}
+
+fn law_caveats(ttft: &TtftFit, step: &DecodeStepFit) -> Vec<Caveat> {
+    let mut out = vec![Caveat {
+        what: "the per-step overhead is folded into t0 and d0".into(),
+        effect: "a step that holds both a prefill and decodes is charged that overhead twice"
+            .into(),
+    }];
+    for (law, note) in [("prefill", &ttft.note), ("decode", &step.note)] {
+        if let Some(n) = note {
+            out.push(Caveat {
+                what: format!("{law} law: {n}"),
+                effect: "that term is 0 in the model".into(),
+            });
+        }
+    }
+    out
+}
+
+/// Fit a profile from gathered records; errors say what is missing.
+pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
+    let ttft_pts: Vec<(u64, f64)> = inputs
+        .sweep
+        .iter()
+        .map(|p| (p.prompt_tokens, p.ttft_s))
+        .collect();
+    let step_pts: Vec<(u64, f64)> = inputs
+        .sweep
+        .iter()
+        .map(|p| (p.decode_context(), p.step_s))
+        .collect();
+    let ttft = fit_ttft(&ttft_pts).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the prefill law needs valid streamed sweep samples at {} or more distinct lengths; \
+             found {} ({}): run `ctxbench sweep --lengths 1k,2k,4k,8k --out FILE` first",
+            crate::fit::MIN_TTFT_POINTS,
+            ttft_pts.len(),
+            inputs.files.join(", ")
+        )
+    })?;
+    let step = fit_decode_step(&step_pts).ok_or_else(|| {
+        anyhow::anyhow!("the decode law needs sweep samples at 2 or more lengths")
+    })?;
+    let info = inputs.server_info();
+    let (limits, chunk) = limits::limits(&info, inputs.max_context_tokens);
+    let what = format!("sweep TTFT fit, {} lengths", ttft.n);
+    let (t0, p0, q) = prefill(&ttft, &what);
+    let max_running = limits.max_running.value as u64;
+    let (d0, d1, d2, overhead, decode_quality) = decode(&step, &inputs.cells, max_running);
+    let mut caveats = limits::caveats(&info, &limits);
+    caveats.extend(law_caveats(&ttft, &step));
+    let max_concurrency = inputs
+        .cells
+        .iter()
+        .map(|c| u64::from(c.concurrency))
+        .max()
+        .unwrap_or(1);
+    Ok(Profile {
+        profile_version: PROFILE_VERSION,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        created_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        server: inputs.target.clone().unwrap_or(Value::Null),
+        step: StepModel {
+            t0_s: t0,
+            p0_tps: p0,
+            q_s_per_token2: q,
+            chunk_tokens: chunk,
+            d0_s: d0,
+            d1_s_per_token: d1,
+            d2_s_per_request: d2,
+            step_overhead_s: overhead,
+        },
+        speculation: speculation(&info, inputs),
+        limits,
+        envelope: Envelope {
+            max_context_tokens: inputs.max_context_tokens,
+            max_concurrency,
+        },
+        caveats,
+        fit_quality: json!({
+            "files": inputs.files,
+            "ttft": ttft,
+            "decode_step": step,
+            "decode": decode_quality,
+            "held_out_cells": inputs.held_out_cells,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::twin::inputs::SweepPoint;
+
+    const T0: f64 = 0.025;
+    const P0: f64 = 40_000.0;
+    const Q: f64 = 4e-10;
+    const D0: f64 = 0.008;
+    const D1: f64 = 5e-8;
+    const D2: f64 = 0.001;
+
+    fn point(n: u64) -> SweepPoint {
+        let x = n as f64;
+        let ctx = (n + 16) as f64;
+        SweepPoint {
+            context_tokens: n,
+            prompt_tokens: n,
+            output_tokens: 32,
+            ttft_s: T0 + x / P0 + Q * x * x / 2.0,
+            step_s: D0 + D2 + D1 * ctx,
+            samples: 3,
+        }
+    }
+
+    fn cell(c: u32, n: u64) -> CellSteps {
+        let ctx = (n + 16) as f64;
+        let gap = D0 + D2 * f64::from(c) + D1 * ctx * f64::from(c);
+        CellSteps {
+            concurrency: c,
+            context_tokens: n,
+            prompt_tokens: n,
+            output_tokens: 32,
+            itl_p50_s: gap,
+            itl_p50_ci95_s: [gap - 1e-5, gap + 1e-5],
+            gaps: 500,
+            requests: 16,
+        }
+    }
+
+    fn inputs() -> Inputs {
+        Inputs {
+            files: vec!["synthetic".into()],
+            target: Some(json!({"url": "http://x", "server_info": {
+                "kind": "sglang", "max_running_requests": 6, "kv_pool_tokens": 200000,
+                "context_length": 32768, "chunked_prefill_tokens": 2048, "page_size": 16,
+                "prefix_cache": true}})),
+            sweep: [512, 1024, 2048, 4096, 8192].map(point).to_vec(),
+            cells: vec![cell(1, 1024), cell(2, 1024)],
+            max_context_tokens: 8192 + 32,
+            ..Inputs::default()
+        }
+    }
+
+    fn close(got: f64, want: f64) -> bool {
+        (got - want).abs() <= 1e-6 * want.abs()
+    }
+
+    #[test]
+    fn exact_laws_give_back_every_coefficient() {
+        let p = fit(&inputs()).unwrap();
+        let s = &p.step;
+        assert!(close(s.t0_s.value, T0), "{:?}", s.t0_s);
+        assert!(close(s.p0_tps.value, P0), "{:?}", s.p0_tps);
+        assert!(close(s.q_s_per_token2.value, Q), "{:?}", s.q_s_per_token2);
+        assert!(close(s.d1_s_per_token.value, D1), "{:?}", s.d1_s_per_token);
+        assert!(
+            close(s.d2_s_per_request.value, D2),
+            "{:?}",
+            s.d2_s_per_request
+        );
+        assert!(close(s.d0_s.value, D0), "{:?}", s.d0_s);
+        let [lo, hi] = s.d2_s_per_request.ci95.unwrap();
+        assert!(lo < D2 && D2 < hi);
+        assert_eq!(p.limits.max_running.value, 6.0);
+        assert_eq!(s.chunk_tokens.value, 2048.0);
+        assert_eq!(p.envelope.max_concurrency, 2);
+        // Written and read back unchanged.
+        let back = Profile::parse(&p.to_json_pretty(), "p.json").unwrap();
+        assert_eq!(back, p);
+    }
+
+    #[test]
+    fn batch_is_capped_by_max_running() {
+        // With one slot a c=2 cell decodes one request at a time: no batching signal.
+        let mut i = inputs();
+        i.target.as_mut().unwrap()["server_info"]["max_running_requests"] = json!(1);
+        let mut queued = cell(1, 2048);
+        queued.concurrency = 2;
+        i.cells = vec![cell(1, 1024), queued];
+        let p = fit(&i).unwrap();
+        assert_eq!(p.step.d2_s_per_request.value, 0.0);
+        assert!(p.step.d2_s_per_request.source.contains("not measured"));
+        assert!(close(p.step.d0_s.value, D0 + D2));
+    }
+
+    #[test]
+    fn too_few_lengths_say_what_to_run() {
+        let mut i = inputs();
+        i.sweep.truncate(2);
+        let e = fit(&i).unwrap_err().to_string();
+        assert!(
+            e.contains("3 or more distinct lengths") && e.contains("ctxbench sweep"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn llama_cpp_limits_follow_its_slots() {
+        let info = json!({"kind": "llamacpp", "slots": 4, "max_running_requests": 4,
+                          "context_length": 8192, "prefix_cache": true});
+        let (l, chunk) = limits::limits(&info, 5000);
+        assert_eq!(l.max_running.value, 4.0);
+        assert_eq!(l.pool_tokens.value, 32768.0);
+        assert!(chunk.source.starts_with("default"));
+        let c = limits::caveats(&info, &l);
+        assert!(c.iter().any(|c| c.what.contains("slot")));
+    }
+}

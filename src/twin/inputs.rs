@@ -1,0 +1,297 @@
+//! What `twin fit` reads from result files: the sweep's per-length medians (prefill and
+//! batch-1 decode), the closed-loop load cells' median inter-token latency (batched
+//! decode), the run record's target, and speculative acceptance where measured.
+
+use crate::record::Sample;
+use crate::record::load::{CellRecord, RequestRecord};
+use crate::resultfile::{self, ResultFile};
+use crate::stats::median;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One context length of the sweep, over its valid streamed samples: the fastest TTFT and
+/// the fastest decode step (each sample's median gap), the least disturbed repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SweepPoint {
+    pub context_tokens: u64,
+    /// Median of the server's prompt-token counts (the requested length where not reported).
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    pub ttft_s: f64,
+    /// One decode step, s: tokens per verification step over decode tok/s.
+    pub step_s: f64,
+    pub samples: usize,
+}
+
+impl SweepPoint {
+    /// Mean context of the decode steps: prompt plus half the output.
+    pub fn decode_context(&self) -> u64 {
+        self.prompt_tokens + self.output_tokens / 2
+    }
+}
+
+/// One closed-loop load cell: the median inter-token latency over its steady-state requests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CellSteps {
+    pub concurrency: u32,
+    pub context_tokens: u64,
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    pub itl_p50_s: f64,
+    /// 95 % interval of that median, from the order statistics of the pooled gaps.
+    pub itl_p50_ci95_s: [f64; 2],
+    pub gaps: usize,
+    pub requests: usize,
+}
+
+impl CellSteps {
+    /// Mean context of one request's decode steps.
+    pub fn decode_context(&self) -> u64 {
+        self.prompt_tokens + self.output_tokens / 2
+    }
+}
+
+/// Everything the fit uses, gathered from any number of files.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub files: Vec<String>,
+    /// The first run record's target (url, api, model, server_info).
+    pub target: Option<Value>,
+    pub sweep: Vec<SweepPoint>,
+    pub cells: Vec<CellSteps>,
+    /// Closed-loop cells left out for being above the fitted concurrency (held out).
+    pub held_out_cells: usize,
+    /// Median accept length per content, with the samples it rests on.
+    pub accept: Vec<(String, f64, usize)>,
+    /// The longest context (prompt + output) any request reached.
+    pub max_context_tokens: u64,
+}
+
+impl Inputs {
+    pub fn server_info(&self) -> Value {
+        self.target
+            .as_ref()
+            .and_then(|t| t.get("server_info"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// Read `paths`, using load cells at concurrency `<= max_concurrency` only.
+pub fn gather(paths: &[impl AsRef<Path>], max_concurrency: u32) -> anyhow::Result<Inputs> {
+    let mut inputs = Inputs::default();
+    let mut samples: Vec<(String, Sample)> = Vec::new();
+    for path in paths {
+        let path = path.as_ref();
+        let file = resultfile::read(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Some(run) = &file.run else {
+            anyhow::bail!("{}: no complete run record: nothing to fit", path.display());
+        };
+        if inputs.target.is_none() {
+            inputs.target = Some(serde_json::to_value(&run.target)?);
+        }
+        let content = run
+            .config
+            .content
+            .clone()
+            .unwrap_or_else(|| "filler".to_string());
+        samples.extend(file.samples.iter().cloned().map(|s| (content.clone(), s)));
+        gather_cells(&file, max_concurrency, &mut inputs);
+        inputs.files.push(path.display().to_string());
+    }
+    let usable: Vec<&(String, Sample)> = samples.iter().filter(|(_, s)| usable(s)).collect();
+    for (_, s) in &usable {
+        let reached = s.prompt_tokens.unwrap_or(s.context_tokens) + s.output_tokens.unwrap_or(0);
+        inputs.max_context_tokens = inputs.max_context_tokens.max(reached);
+    }
+    inputs.sweep = sweep_points(usable.iter().map(|(_, s)| s));
+    inputs.accept = acceptance(&usable);
+    inputs
+        .cells
+        .sort_by_key(|c| (c.context_tokens, c.concurrency));
+    Ok(inputs)
+}
+
+/// A cold, streamed, valid sweep sample (not a depth turn, not a two-point pair).
+fn usable(s: &Sample) -> bool {
+    s.valid
+        && s.method == "stream"
+        && s.depth_tokens.is_none()
+        && s.ttft_s.is_some_and(|t| t > 0.0)
+        && s.decode_tps.is_some_and(|d| d > 0.0 && d.is_finite())
+}
+
+fn sweep_points<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<SweepPoint> {
+    let mut by_len: BTreeMap<u64, Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        by_len.entry(s.context_tokens).or_default().push(s);
+    }
+    by_len
+        .into_iter()
+        .filter_map(|(context_tokens, v)| {
+            let prompt = v
+                .iter()
+                .map(|s| s.prompt_tokens.unwrap_or(context_tokens) as f64)
+                .collect::<Vec<_>>();
+            let output = v
+                .iter()
+                .filter_map(|s| s.output_tokens.map(|o| o as f64))
+                .collect::<Vec<_>>();
+            // The fastest repetition: waiting behind other work on the host (CPU
+            // contention, another tenant) only adds time, and the twin models the server's
+            // own cost. On a quiet machine it is within the spread of the median. The same
+            // for the decode step (the cells' pooled median gaps need no such care: a
+            // cell has hundreds of gaps where a sample has one median).
+            let ttft = v
+                .iter()
+                .filter_map(|s| s.ttft_s)
+                .fold(f64::INFINITY, f64::min);
+            let step = v
+                .iter()
+                .filter_map(|s| step_of(s))
+                .fold(f64::INFINITY, f64::min);
+            Some(SweepPoint {
+                context_tokens,
+                prompt_tokens: median(&prompt)?.round() as u64,
+                output_tokens: median(&output)?.round() as u64,
+                ttft_s: ttft.is_finite().then_some(ttft)?,
+                step_s: step.is_finite().then_some(step)?,
+                samples: v.len(),
+            })
+        })
+        .collect()
+}
+
+/// One decode step of a sample: the median inter-token gap (a verification step yields
+/// `accept_length` tokens), which a stall of the server's process (CPU contention, a GC)
+/// does not move; the mean (1 / decode tok/s) where the sample has no gaps.
+fn step_of(s: &Sample) -> Option<f64> {
+    let per_step = s
+        .spec
+        .and_then(|sp| sp.accept_length)
+        .filter(|a| a.is_finite() && *a >= 1.0)
+        .unwrap_or(1.0);
+    match s.itl_p50_s.filter(|g| g.is_finite() && *g > 0.0) {
+        Some(gap) => Some(per_step * gap),
+        None => Some(per_step / s.decode_tps?),
+    }
+}
+
+fn acceptance(samples: &[&(String, Sample)]) -> Vec<(String, f64, usize)> {
+    let mut by_content: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for (content, s) in samples {
+        if let Some(a) = s.spec.and_then(|sp| sp.accept_length) {
+            by_content.entry(content.as_str()).or_default().push(a);
+        }
+    }
+    by_content
+        .into_iter()
+        .filter_map(|(c, v)| Some((c.to_string(), median(&v)?, v.len())))
+        .collect()
+}
+
+fn gather_cells(file: &ResultFile, max_concurrency: u32, inputs: &mut Inputs) {
+    for cell in &file.load.cells {
+        let Some(c) = cell.cell.concurrency else {
+            continue;
+        };
+        if c > max_concurrency {
+            inputs.held_out_cells += 1;
+            continue;
+        }
+        let requests: Vec<&RequestRecord> = file.load.requests_in(&cell.cell).collect();
+        for q in requests.iter().filter(|q| q.ok) {
+            let reached =
+                q.prompt_tokens.unwrap_or(q.cell.context_tokens) + q.output_tokens.unwrap_or(0);
+            inputs.max_context_tokens = inputs.max_context_tokens.max(reached);
+        }
+        if let Some(steps) = cell_steps(cell, c, &requests) {
+            inputs.cells.push(steps);
+        }
+    }
+}
+
+/// Fewest steady-state requests a cell's median rests on before ramp and drain are let in.
+const MIN_WINDOW_REQUESTS: usize = 4;
+
+/// The cell's median gap over the requests that ran wholly inside its steady-state window
+/// (all of them where too few did): ramp-up and drain run below the target concurrency.
+fn cell_steps(cell: &CellRecord, c: u32, requests: &[&RequestRecord]) -> Option<CellSteps> {
+    let ok: Vec<&RequestRecord> = requests.iter().copied().filter(|q| q.ok).collect();
+    let end = cell.window_start_s + cell.window_s;
+    let inside: Vec<&RequestRecord> = ok
+        .iter()
+        .copied()
+        .filter(|q| q.sent_s >= cell.window_start_s && q.ended_s.is_some_and(|e| e <= end))
+        .collect();
+    let used = if inside.len() >= MIN_WINDOW_REQUESTS {
+        inside
+    } else {
+        ok
+    };
+    let mut gaps: Vec<f64> = used
+        .iter()
+        .flat_map(|q| q.itl_s.iter().copied())
+        .filter(|g| g.is_finite() && *g > 0.0)
+        .collect();
+    if gaps.len() < 2 {
+        return None;
+    }
+    gaps.sort_by(f64::total_cmp);
+    let prompt: Vec<f64> = used
+        .iter()
+        .map(|q| q.prompt_tokens.unwrap_or(cell.cell.context_tokens) as f64)
+        .collect();
+    let output: Vec<f64> = used
+        .iter()
+        .filter_map(|q| q.output_tokens.map(|o| o as f64))
+        .collect();
+    Some(CellSteps {
+        concurrency: c,
+        context_tokens: cell.cell.context_tokens,
+        prompt_tokens: median(&prompt)?.round() as u64,
+        output_tokens: median(&output)?.round() as u64,
+        itl_p50_s: sorted_median(&gaps),
+        itl_p50_ci95_s: median_ci95(&gaps),
+        gaps: gaps.len(),
+        requests: used.len(),
+    })
+}
+
+fn sorted_median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// Distribution-free 95 % interval of the median of sorted values: the order statistics
+/// n/2 ∓ 1.96·√n/2 (the binomial count below the median, normal approximation).
+pub fn median_ci95(sorted: &[f64]) -> [f64; 2] {
+    let n = sorted.len() as f64;
+    let half = 1.96 * n.sqrt() / 2.0;
+    let lo = ((n / 2.0 - half).floor().max(0.0)) as usize;
+    let hi = ((n / 2.0 + half).ceil() as usize).min(sorted.len() - 1);
+    [sorted[lo], sorted[hi]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_interval_brackets_the_median_and_narrows_with_n() {
+        let few: Vec<f64> = (0..10).map(f64::from).collect();
+        let many: Vec<f64> = (0..1000).map(|i| f64::from(i) / 100.0).collect();
+        let [a, b] = median_ci95(&few);
+        assert!(a <= sorted_median(&few) && sorted_median(&few) <= b);
+        let [c, d] = median_ci95(&many);
+        assert!(c <= sorted_median(&many) && sorted_median(&many) <= d);
+        // Both span 0..10: the interval over 1000 values is a fraction of the one over 10.
+        assert!((d - c) < (b - a) / 4.0, "{c}..{d} vs {a}..{b}");
+    }
+}

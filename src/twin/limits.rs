@@ -1,0 +1,135 @@
+//! The profile's limits and chunk budget from what `probe` found (the run record's
+//! `server_info`), each with where it came from: the server's own report, a rule of the
+//! engine (llama.cpp: slots × per-slot context), or a stated default.
+
+use super::profile::{Caveat, Estimate, Limits};
+use serde_json::Value;
+
+/// Chunk budget when the server does not report one: llama.cpp's `-b` default and vLLM's
+/// `max_num_batched_tokens` on smaller GPUs (see docs/twin.md).
+pub const DEFAULT_CHUNK_TOKENS: u64 = 2048;
+/// Requests running at once when the server does not say (vLLM's `max_num_seqs` on
+/// smaller GPUs).
+pub const DEFAULT_MAX_RUNNING: u64 = 256;
+/// Pool page when the server does not say (SGLang's and the simulator's default is 1 and
+/// 16; vLLM's block is 16).
+pub const DEFAULT_PAGE_TOKENS: u64 = 16;
+/// Pool, in contexts, when the server does not say (the simulator's default).
+pub const DEFAULT_POOL_CONTEXTS: u64 = 4;
+
+fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64).filter(|&n| n > 0)
+}
+
+fn exact(value: u64, source: impl Into<String>) -> Estimate {
+    Estimate::new(value as f64, None, source)
+}
+
+/// The server's kind as probe named it (`sglang`, `llamacpp`, …), or "".
+pub fn kind(info: &Value) -> &str {
+    info.get("kind").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Limits and the chunk budget; `longest_measured` stands in for an unreported context limit.
+pub fn limits(info: &Value, longest_measured: u64) -> (Limits, Estimate) {
+    let llamacpp = kind(info) == "llamacpp";
+    let context_tokens = match u64_at(info, "context_length") {
+        Some(n) => exact(
+            n,
+            format!(
+                "probe: {}",
+                info.get("context_source")
+                    .and_then(Value::as_str)
+                    .unwrap_or("context_length")
+            ),
+        ),
+        None => exact(
+            longest_measured.max(1),
+            "not reported: the longest context measured",
+        ),
+    };
+    let max_running = match (u64_at(info, "max_running_requests"), u64_at(info, "slots")) {
+        (_, Some(s)) if llamacpp => exact(s, "probe: /props total_slots"),
+        (Some(m), _) => exact(m, "probe: max_running_requests"),
+        (None, Some(s)) => exact(s, "probe: slots"),
+        (None, None) => exact(
+            DEFAULT_MAX_RUNNING,
+            "default: not reported by the server (vLLM's max-num-seqs on smaller GPUs)",
+        ),
+    };
+    let ctx = context_tokens.value as u64;
+    let pool_tokens = match u64_at(info, "kv_pool_tokens") {
+        Some(p) => exact(p, "probe: kv pool (max_total_num_tokens)"),
+        None if llamacpp => exact(
+            ctx * max_running.value as u64,
+            "llama.cpp: slots × per-slot n_ctx (each slot owns its share of -c)",
+        ),
+        None => exact(
+            ctx * DEFAULT_POOL_CONTEXTS,
+            format!("default: not reported; {DEFAULT_POOL_CONTEXTS} × the context limit"),
+        ),
+    };
+    let page_tokens = match u64_at(info, "page_size") {
+        Some(p) => exact(p, "probe: page_size"),
+        None if llamacpp => exact(1, "llama.cpp: KV cells are per token"),
+        None => exact(DEFAULT_PAGE_TOKENS, "default: not reported"),
+    };
+    let prefix_cache = info
+        .get("prefix_cache")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let chunk = match u64_at(info, "chunked_prefill_tokens") {
+        Some(c) => exact(c, "probe: /server_info chunked_prefill_size"),
+        None if llamacpp => exact(
+            DEFAULT_CHUNK_TOKENS,
+            "default: llama.cpp's -b (n_batch) 2048; /props does not report it",
+        ),
+        None => exact(DEFAULT_CHUNK_TOKENS, "default: not reported by the server"),
+    };
+    let limits = Limits {
+        max_running,
+        pool_tokens,
+        page_tokens,
+        context_tokens,
+        prefix_cache,
+    };
+    (limits, chunk)
+}
+
+/// What the engine model cannot express about this kind of server.
+pub fn caveats(info: &Value, limits: &Limits) -> Vec<Caveat> {
+    let mut out = Vec::new();
+    if kind(info) == "llamacpp" {
+        out.push(Caveat {
+            what: format!(
+                "llama.cpp gives each of its {} slots a fixed share of the context ({} tokens), \
+                 where the engine model has one shared pool",
+                limits.max_running.value, limits.context_tokens.value
+            ),
+            effect: "a prompt longer than one slot's share fails on the server but would run \
+                     in the model; the pool never preempts on the server"
+                .into(),
+        });
+        out.push(Caveat {
+            what: "llama.cpp picks the idle slot whose cached prompt shares the longest prefix \
+                   (above -sps), else the least recently used; its prefix cache is per slot"
+                .into(),
+            effect: "prefix hits in a trace depend on which slot a request lands in: the \
+                     model's shared radix cache can overstate the hit ratio"
+                .into(),
+        });
+    }
+    if info
+        .get("chunked_prefill_tokens")
+        .and_then(Value::as_u64)
+        .is_none()
+    {
+        out.push(Caveat {
+            what: "the chunk budget is a default, not a reported value".into(),
+            effect: "prompts longer than the real budget take more steps than modelled, \
+                     which stalls running decodes differently"
+                .into(),
+        });
+    }
+    out
+}
