@@ -7,6 +7,11 @@
 
 #[path = "common/dist.rs"]
 mod dist;
+#[allow(dead_code)]
+#[path = "common/records.rs"]
+mod records;
+#[allow(dead_code)]
+#[path = "common/report.rs"]
 mod report_fixtures;
 
 use ctxbench::record::Record;
