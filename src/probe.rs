@@ -2,7 +2,33 @@
 
 use crate::backend::detect::{self, ServerInfo};
 use crate::backend::http::{Http, strip_credentials};
-use crate::cli::{Format, ProbeArgs};
+use crate::choices::Format;
+use clap::Args;
+
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Examples:\n  ctxbench probe --url http://127.0.0.1:30000\n  ctxbench probe --url http://127.0.0.1:8080 --cache-capacity --prefix-tokens 8k"
+)]
+pub struct ProbeArgs {
+    /// Server base URL.
+    #[arg(long)]
+    pub url: String,
+    /// Also measure how many distinct prefixes the prefix cache keeps: prime prefixes of
+    /// --prefix-tokens until the first is evicted (sends requests; flushes where offered).
+    #[arg(long)]
+    pub cache_capacity: bool,
+    /// With --cache-capacity: tokens per primed prefix (`k` = x1024).
+    #[arg(long, default_value = "4k", value_parser = crate::lengths::parse_count_arg)]
+    pub prefix_tokens: u64,
+    /// With --cache-capacity: stop after this many prefixes kept.
+    #[arg(long, default_value_t = 64)]
+    pub max_prefixes: u32,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+}
 
 pub async fn run(args: ProbeArgs) -> anyhow::Result<u8> {
     let key = match &args.api_key_env {
@@ -51,8 +77,8 @@ async fn cache_capacity(
 ) -> anyhow::Result<crate::cache_capacity::CacheCapacity> {
     let conn = crate::backend::connect(
         &args.url,
-        crate::cli::ApiChoice::Auto,
-        crate::cli::Endpoint::Completions,
+        crate::choices::ApiChoice::Auto,
+        crate::choices::Endpoint::Completions,
         None,
         key,
     )

@@ -341,16 +341,8 @@ pub struct DepthPoint {
     pub ttft_speedup: Option<f64>,
 }
 
-/// Median and spread of one metric over the valid samples of a point.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct Stat {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub p10: f64,
-    pub p90: f64,
-    pub n: usize,
-}
+/// Median and spread of one metric: defined in `stats`, which computes it; a record field.
+pub use crate::stats::Stat;
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct PointSummary {

@@ -1,8 +1,8 @@
 //! The `report` and `compare` command entry points: they take the parsed arguments, read
 //! the files and hand records to the pure renderers in `report`.
 
-use crate::cli::{CompareArgs, ReportArgs};
 use crate::report;
+use crate::report::args::{CompareArgs, ReportArgs};
 use std::path::Path;
 
 /// `ctxbench report FILE`: print the summary of a result file, optionally as HTML.

@@ -4,7 +4,7 @@
 //! Every function ignores or refuses non-finite input instead of passing NaN on: a summary
 //! or a timeout prediction built from these never holds NaN or infinity.
 
-use crate::record::Stat;
+use serde::{Deserialize, Serialize};
 
 /// The modified z-score above which a value is an outlier (Iglewicz and Hoaglin).
 pub const DEFAULT_OUTLIER_THRESHOLD: f64 = 3.5;
@@ -62,6 +62,17 @@ pub fn quantile(xs: &[f64], q: f64) -> Option<f64> {
     }
     let v = sorted_finite(xs);
     (!v.is_empty()).then(|| quantile_sorted(&v, q))
+}
+
+/// Median and spread of one metric over the valid samples of a point.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, schemars::JsonSchema, PartialEq)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub n: usize,
 }
 
 impl Stat {

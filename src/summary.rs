@@ -1,6 +1,8 @@
 //! Condensing samples and errors into per-point medians and spread: pure, so a report of a
 //! partial file and the sweep's own summary agree.
 
+pub mod depth;
+
 use crate::choices::Method;
 use crate::record::{
     ErrorRecord, NeedleCell, PointSummary, Sample, SpecSource, SpecStats, Stat, Summary, flag,
@@ -171,7 +173,7 @@ fn server_figure(samples: &[&Sample], source: Option<SpecSource>) -> Option<f64>
 
 pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     // Depth turns and primings are summarised per depth, apart from the cold points.
-    let (depth, depth_notes) = crate::sweep::depth::summary::summarize(samples, errors);
+    let (depth, depth_notes) = depth::summarize(samples, errors);
     let (cold_samples, cold_errors) = without_depth(samples, errors);
     let (samples, errors) = (&cold_samples[..], &cold_errors[..]);
     let mut lengths: Vec<u64> = samples
@@ -244,7 +246,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
 }
 
 fn without_depth(samples: &[Sample], errors: &[ErrorRecord]) -> (Vec<Sample>, Vec<ErrorRecord>) {
-    use crate::sweep::depth::summary::{is_depth_error, is_depth_sample};
+    use depth::{is_depth_error, is_depth_sample};
     (
         samples
             .iter()

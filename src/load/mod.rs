@@ -1,6 +1,7 @@
 //! `ctxbench load`: cells of (context length × concurrency or arrival rate) on the shared
 //! request runner, small to large; SLOs and goodput, server telemetry, the knee.
 
+pub mod args;
 pub mod cell;
 pub mod clock;
 pub mod compare;
@@ -18,9 +19,9 @@ pub mod telemetry;
 pub mod trace_report;
 
 use crate::backend::{self, Backend};
-use crate::cli::LoadArgs;
 use crate::exit;
 use crate::lengths::parse_lengths;
+use crate::load::args::LoadArgs;
 use crate::record::RunRecord;
 use crate::record::load::{CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord};
 use crate::run::target::{Connection, connect};
@@ -171,7 +172,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
 
 /// `ctxbench report` on load files: merge, summarise, print.
 pub fn report_files(
-    args: &crate::cli::ReportArgs,
+    args: &crate::report::args::ReportArgs,
     first: crate::resultfile::ResultFile,
 ) -> anyhow::Result<u8> {
     let mut files = vec![(args.file.display().to_string(), first)];
@@ -194,7 +195,7 @@ pub fn report_files(
 
 /// `ctxbench compare` on two load files: common cells side by side.
 pub fn compare_files(
-    args: &crate::cli::CompareArgs,
+    args: &crate::report::args::CompareArgs,
     a: (String, crate::resultfile::ResultFile),
     b: (String, crate::resultfile::ResultFile),
 ) -> anyhow::Result<u8> {

@@ -2,8 +2,8 @@
 //! plan and the arrival plan (`run::arrivals`) the cells are run from.
 
 use super::slo;
-use crate::cli::LoadArgs;
 use crate::lengths::parse_lengths;
+use crate::load::args::LoadArgs;
 use crate::record::load::LoadPlan;
 use crate::run::Arrival;
 use crate::run::arrivals::{ArrivalPlan, Shape};

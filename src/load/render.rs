@@ -2,7 +2,7 @@
 //! cell and knee records (the HTML also of the scrapes).
 
 use super::LoadResult;
-use crate::cli::Format;
+use crate::choices::Format;
 use crate::lengths::format_count;
 use crate::record::load::{CellRecord, KneeRecord, LoadPlan};
 use crate::report::escape::escape;

@@ -6,7 +6,7 @@ use super::exec::{self, Ctx};
 use super::setup::{self, Heads, Output};
 use super::{LoadResult, request, slo, telemetry};
 use crate::backend::{Backend, GenRequest, Prompt};
-use crate::cli::LoadArgs;
+use crate::load::args::LoadArgs;
 use crate::record::Record;
 use crate::record::load::{CellKey, LoadPlan, ShardTag, TracePlan, TraceRequestInfo};
 use crate::run;

@@ -6,7 +6,7 @@ use super::clock;
 use super::request::Tail;
 use crate::backend::shared::SharedTail;
 use crate::backend::{self, Backend, Prompt, http::Http, http::strip_credentials};
-use crate::cli::LoadArgs;
+use crate::load::args::LoadArgs;
 use crate::record::load::{
     CellKey, CellRecord, LoadPlan, RequestRecord, ServerMetricsRecord, ShardTag,
 };

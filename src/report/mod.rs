@@ -1,5 +1,6 @@
 //! Rendering results: pure functions of records (table, json, csv, markdown, html).
 
+pub mod args;
 pub mod compare;
 pub mod csv;
 pub mod depth;

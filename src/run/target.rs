@@ -1,9 +1,29 @@
 //! What every mode needs before its first request: the built-in simulator when no URL is
-//! given, and the API key from the environment. Its arrow up to `cli::TargetArgs` is
-//! defended: the target flags are one struct sweep and load share, and this is what they mean.
+//! given, and the API key from the environment; and the target flags sweep and load share.
 
-use crate::cli::TargetArgs;
+use crate::choices::{ApiChoice, Endpoint};
 use crate::sim::{SimConfig, SimCostArgs, SimServer};
+use clap::Args;
+
+/// The target flags `sweep` and `load` share.
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Server base URL; without it the built-in simulator is started on a free loopback port.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Server API.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub api: ApiChoice,
+    /// For `--api openai`: which route to use.
+    #[arg(long, value_enum, default_value = "completions")]
+    pub endpoint: Endpoint,
+    /// Model name to send (default: the first one the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+}
 
 /// Start the built-in simulator on a free loopback port.
 pub async fn start_sim(cost: &SimCostArgs, seed: u64) -> anyhow::Result<SimServer> {

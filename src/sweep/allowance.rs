@@ -4,7 +4,7 @@
 
 use super::session::Session;
 use crate::backend::{GenRequest, RequestError};
-use crate::cli::CacheBust;
+use crate::choices::CacheBust;
 use crate::workload::first_symbol;
 use std::time::Duration;
 

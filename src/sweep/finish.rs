@@ -3,9 +3,9 @@
 
 use super::post::Handled;
 use super::{SweepResult, transport};
-use crate::cli::SweepArgs;
 use crate::record::{Record, RunRecord};
 use crate::run::writer::ResultWriter;
+use crate::sweep::args::SweepArgs;
 
 pub fn finish(
     args: &SweepArgs,

@@ -1,6 +1,7 @@
 //! The sweep: planning the points, running them small to large, timeouts, resume.
 
 pub mod allowance;
+pub mod args;
 pub mod depth;
 pub mod finish;
 pub mod jobs;
@@ -14,12 +15,13 @@ pub mod timeout;
 pub mod transport;
 
 use crate::backend;
-use crate::cli::{Format, SweepArgs};
+use crate::choices::Format;
 use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::record::{ErrorRecord, RunRecord, Sample};
 use crate::run::runner::InFlight;
 use crate::run::{Collector, Released, Slot, run_jobs};
+use crate::sweep::args::SweepArgs;
 use crate::workload::PromptMode;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;

@@ -1,10 +1,10 @@
 //! Opening the result file: a new one headed by the run record, or (`--resume`) the
 //! existing one continued, with the samples and errors it already holds.
 
-use crate::cli::SweepArgs;
 use crate::record::{ErrorRecord, Record, RunRecord, Sample};
 use crate::run::Collector;
 use crate::run::writer::ResultWriter;
+use crate::sweep::args::SweepArgs;
 
 /// The collector writing the file, and what an earlier run of the sweep already measured.
 pub struct Opened {

@@ -6,10 +6,10 @@
 use super::jobs::{Job, Measured, Planned};
 use super::session::{self, Outcome};
 use super::timeout::TimeoutPolicy;
-use crate::cli::SweepArgs;
 use crate::lengths::format_count;
 use crate::record::{ErrorRecord, Record, RunRecord, Sample, flag};
 use crate::run::Collector;
+use crate::sweep::args::SweepArgs;
 use crate::workload::needle_for;
 use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicBool, Ordering};

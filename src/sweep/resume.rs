@@ -4,8 +4,8 @@
 //! samples (then already warm).
 
 use crate::backend::instance::InstanceMarker;
-use crate::cli::SweepArgs;
 use crate::record::{Instance, RunRecord, TargetChecks};
+use crate::sweep::args::SweepArgs;
 use serde_json::Value;
 
 /// What the file says about the target this run found.

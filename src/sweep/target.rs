@@ -8,9 +8,9 @@ use super::{Plan, allowance, transport};
 
 use crate::backend::instance::InstanceMarker;
 use crate::backend::{Backend, Connected, detect::ServerInfo, http::strip_credentials};
-use crate::cli::SweepArgs;
 use crate::lengths::format_count;
 use crate::record::{RunConfig, RunRecord, Target, TargetChecks};
+use crate::sweep::args::SweepArgs;
 use crate::workload::{NonceSource, PromptSource, points};
 use std::sync::Arc;
 

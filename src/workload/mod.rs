@@ -2,6 +2,7 @@
 //! exact length, filler or the user's content, needles). Sweep, load and depth all draw
 //! their prompts from here; nothing here knows which mode asks.
 
+pub mod args;
 pub mod body;
 pub mod content;
 pub mod exact_text;

@@ -1,13 +1,13 @@
 //! Comparing the depth turns of two runs (`sweep --depth`): per depth in both, the turn's
 //! TTFT, marginal prefill and decode rate, B against A, with the same noise test as points.
-//! Its arrows into `sweep::depth` are defended: depths are re-summarised with the sweep's own
-//! summariser, so a comparison reads them exactly as the sweep's report did.
+//! Depths are re-summarised with the one depth summariser (`summary::depth`), so a comparison
+//! reads them exactly as the sweep's report did.
 
 use super::{METRICS, Metric, PointChange, change, seed};
 use crate::choices::Format;
 use crate::record::{DepthPoint, Sample, Stat};
 use crate::resultfile::ResultFile;
-use crate::sweep::depth::TURN;
+use crate::summary::depth::TURN;
 use serde_json::{Value, json};
 
 /// Marks depth rows apart from the cold points' seeds.
@@ -37,8 +37,8 @@ fn stat(p: &DepthPoint, m: Metric) -> Option<Stat> {
 
 /// One `PointChange` per depth (and turn size) in both files; `context_tokens` holds the depth.
 pub fn changes(a: &ResultFile, b: &ResultFile) -> Vec<PointChange> {
-    let (da, _) = crate::sweep::depth::summary::summarize(&a.samples, &a.errors);
-    let (db, _) = crate::sweep::depth::summary::summarize(&b.samples, &b.errors);
+    let (da, _) = crate::summary::depth::summarize(&a.samples, &a.errors);
+    let (db, _) = crate::summary::depth::summarize(&b.samples, &b.errors);
     da.iter()
         .filter_map(|pa| {
             let pb = db

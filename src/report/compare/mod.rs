@@ -1,6 +1,5 @@
 //! Comparing two runs point by point: per common length, each metric's medians, the ratio
 //! B/A and a bootstrap interval from the repetitions, with changes inside the noise marked.
-//! Its one arrow into `sweep` (which samples are depth turns) is defended as in `depth`.
 
 pub mod bootstrap;
 pub mod depth;
@@ -174,7 +173,7 @@ fn lengths(samples: &[Sample]) -> Vec<u64> {
     // Depth turns and primings are compared per depth, not as cold points.
     let mut v: Vec<u64> = samples
         .iter()
-        .filter(|s| !crate::sweep::depth::summary::is_depth_sample(s))
+        .filter(|s| !crate::summary::depth::is_depth_sample(s))
         .map(|s| s.context_tokens)
         .collect();
     v.sort_unstable();

@@ -44,8 +44,12 @@ pub fn seconds(v: f64) -> String {
         format!("{} s", sig(v, 3))
     } else if a >= 1e-3 {
         format!("{} ms", sig(v * 1e3, 3))
-    } else {
+    } else if a >= 1e-9 {
         format!("{} µs", sig(v * 1e6, 3))
+    } else {
+        // Under a nanosecond is rounding noise (a fit's residual): short, not a row of zeros
+        // that runs out of the axis.
+        format!("{v:.1e} s")
     }
 }
 
@@ -97,6 +101,7 @@ mod tests {
         assert_eq!(seconds(2.5), "2.5 s");
         assert_eq!(seconds(60.0), "60 s");
         assert_eq!(seconds(0.00004), "40 µs");
+        assert_eq!(seconds(4.3e-12), "4.3e-12 s");
         assert_eq!(seconds(-0.005), "-5 ms");
         assert_eq!(seconds(0.0), "0");
     }

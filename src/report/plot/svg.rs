@@ -242,8 +242,7 @@ fn series(out: &mut String, s: &Series, x: &Scale, y: &Scale) {
 
 fn legend(out: &mut String, chart: &Chart) {
     out.push_str(r#"<g class="legend">"#);
-    let mut px = LEFT;
-    let entries = chart
+    let entries: Vec<_> = chart
         .series
         .iter()
         .map(|s| (&s.key, &s.label, s.color, false))
@@ -252,9 +251,24 @@ fn legend(out: &mut String, chart: &Chart) {
                 .curves
                 .iter()
                 .map(|c| (&c.key, &c.label, c.color, true)),
-        );
-    for (key, full, c, dashed) in entries {
-        let label = &shorten(full, LEGEND_CHARS);
+        )
+        .map(|(key, full, c, dashed)| (key, shorten(full, LEGEND_CHARS), c, dashed))
+        .collect();
+    // Rough text width: enough for the legend not to overlap at 12 px.
+    let width = |label: &str| 34.0 + 6.5 * label.chars().count() as f64;
+    // One row above the plot when it fits; else two rows, so no entry runs off the right edge.
+    let total: f64 = entries.iter().map(|e| width(&e.1)).sum();
+    let (mut ty, row_gap) = if LEFT + total - 12.0 <= WIDTH - RIGHT {
+        (40.0, 0.0)
+    } else {
+        (33.0, 14.0)
+    };
+    let mut px = LEFT;
+    for (key, label, c, dashed) in entries {
+        if px > LEFT && row_gap > 0.0 && px + width(&label) - 12.0 > WIDTH - RIGHT {
+            px = LEFT;
+            ty += row_gap;
+        }
         let dash = if dashed {
             r#" stroke-dasharray="6 4""#
         } else {
@@ -262,15 +276,15 @@ fn legend(out: &mut String, chart: &Chart) {
         };
         let _ = write!(
             out,
-            r#"<g class="legend-entry" data-series="{}"><line x1="{px:.1}" y1="36" x2="{x2:.1}" y2="36" stroke="{}" stroke-width="2"{dash}/><text x="{tx:.1}" y="40">{}</text></g>"#,
+            r#"<g class="legend-entry" data-series="{}"><line x1="{px:.1}" y1="{ly}" x2="{x2:.1}" y2="{ly}" stroke="{}" stroke-width="2"{dash}/><text x="{tx:.1}" y="{ty}">{}</text></g>"#,
             escape(key),
             color(c),
-            escape(label),
+            escape(&label),
             x2 = px + 18.0,
             tx = px + 22.0,
+            ly = ty - 4.0,
         );
-        // Rough text width: enough for the legend not to overlap at 12 px.
-        px += 34.0 + 6.5 * label.chars().count() as f64;
+        px += width(&label);
     }
     out.push_str("</g>");
 }

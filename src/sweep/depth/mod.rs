@@ -2,8 +2,11 @@
 //! depth's prefix is primed once, then every repetition sends that prefix plus a fresh
 //! suffix, and the server's counts (or, failing those, timing) must show the prefix reused.
 
-pub mod summary;
 pub mod turn;
+
+// The depth summary is pure record arithmetic and lives in `summary`; re-exported here.
+pub use crate::summary::depth as summary;
+pub use crate::summary::depth::{PRIMING, TURN};
 
 use super::session::Session;
 use super::timeout::TimeoutPolicy;
@@ -15,11 +18,6 @@ use crate::workload::Built;
 use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicBool, Ordering};
 use turn::TurnShape;
-
-/// `method` of a measured turn.
-pub const TURN: &str = "turn";
-/// `method` of the request that primed a depth's prefix (recorded, never a result).
-pub const PRIMING: &str = "priming";
 
 /// The validated `--depth` / `--turn-tokens` options.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,11 +1,15 @@
 //! Condensing depth turns into per-depth figures beside the cold ones at the same total
 //! length: pure, so the sweep, `report` and `compare` agree.
 
-use super::{PRIMING, TURN};
 use crate::lengths::format_count;
 use crate::record::{DepthPoint, ErrorRecord, Sample, Stat};
 use crate::stats::quantile;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// `method` of a measured turn.
+pub const TURN: &str = "turn";
+/// `method` of the request that primed a depth's prefix (recorded, never a result).
+pub const PRIMING: &str = "priming";
 
 /// A record of the depth phase (a turn or a priming request), kept out of the cold points.
 pub fn is_depth_sample(s: &Sample) -> bool {
