@@ -50,6 +50,25 @@ pub enum Command {
     Load(Box<LoadArgs>),
     /// Production traces (Mooncake format): generate one to replay with `load --trace`.
     Trace(TraceArgs),
+    /// The calibrated twin: predict load plans in virtual time and check the predictions.
+    Twin(TwinArgs),
+}
+
+/// `ctxbench twin ...`.
+#[derive(Args, Debug)]
+pub struct TwinArgs {
+    #[command(subcommand)]
+    pub command: TwinCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TwinCommand {
+    /// Predict a load plan (closed, open, --trace, --find-knee) from a profile, in virtual time.
+    Predict(Box<crate::twin::cmd::PredictArgs>),
+    /// Hold predictions to measured load files, per cell; exit 5 when a figure is beyond its bound.
+    Check(crate::twin::cmd::CheckArgs),
+    /// Predict a plan under several engine configurations (--vary max-running=8,64 …).
+    Whatif(Box<crate::twin::cmd::WhatifArgs>),
 }
 
 /// `ctxbench trace ...`.

@@ -40,5 +40,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Trace(args) => match args.command {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
         },
+        Command::Twin(args) => twin::cmd::run(args.command),
     }
 }

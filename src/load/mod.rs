@@ -36,15 +36,15 @@ use tokio::time::Instant;
 const SEND_SPIN: Duration = Duration::from_micros(250);
 /// Default requests per closed-loop worker, and the floor for any cell.
 const REQUESTS_PER_WORKER: u64 = 4;
-const MIN_REQUESTS: u64 = 16;
+pub(crate) const MIN_REQUESTS: u64 = 16;
 /// The longest a cell's connection warm-up may take.
 const WARM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default open-loop arrival span, seconds.
-const DEFAULT_OPEN_SPAN_S: f64 = 10.0;
+pub(crate) const DEFAULT_OPEN_SPAN_S: f64 = 10.0;
 
 /// What to run per length.
 #[derive(Debug, Clone)]
-enum Mode {
+pub(crate) enum Mode {
     Closed(Vec<u32>),
     Open(Vec<f64>),
     Knee,
@@ -116,7 +116,9 @@ fn list<T: std::str::FromStr>(
 }
 
 /// Validate every option before anything is sent or written.
-fn plan(args: &LoadArgs) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>, Option<Shard>)> {
+pub(crate) fn plan(
+    args: &LoadArgs,
+) -> anyhow::Result<(Mode, LoadPlan, Option<Arrival>, Option<Shard>)> {
     parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let mode = match (&args.concurrency, &args.rate, args.find_knee) {
         (Some(c), None, false) => {
@@ -619,7 +621,7 @@ pub(crate) async fn empty_cell(
 }
 
 /// The knee of length `n` beside the planner's count and the onset of server queueing.
-fn knee_record(
+pub(crate) fn knee_record(
     all: &[CellRecord],
     n: u64,
     found: &knee::Knee,
@@ -659,7 +661,7 @@ fn knee_record(
     }
 }
 
-fn closed_budget(p: &LoadPlan, c: u32) -> Budget {
+pub(crate) fn closed_budget(p: &LoadPlan, c: u32) -> Budget {
     match (p.requests, p.duration_s) {
         (Some(n), _) => Budget::Requests(n),
         (None, Some(d)) => Budget::Duration(Duration::from_secs_f64(d)),

@@ -23,7 +23,7 @@ use std::time::Duration;
 const SEND_SPIN: Duration = Duration::from_micros(250);
 
 /// Everything checked before connecting: the trace read and selected, the flags sane.
-fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
+pub(crate) fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
     let path = args
         .trace
         .as_ref()
@@ -82,7 +82,7 @@ fn salt(args: &LoadArgs, shard: Option<Shard>, requests: &[TraceRequest]) -> u64
 }
 
 /// Refuse a request the server cannot take whole, naming its line.
-fn check_context(requests: &[TraceRequest], limit: Option<u64>) -> anyhow::Result<()> {
+pub(crate) fn check_context(requests: &[TraceRequest], limit: Option<u64>) -> anyhow::Result<()> {
     let Some(limit) = limit else { return Ok(()) };
     if let Some(r) = requests
         .iter()
