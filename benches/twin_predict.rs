@@ -17,8 +17,8 @@ use std::time::Instant;
 
 const RUNS: usize = 3;
 
-/// Conversations of 2..8 turns (5 on average): 12k requests; 0.7 new conversations a
-/// second spread their starts over ~57 minutes, their turns 5..30 s apart.
+/// Conversations of 2..8 turns (5 on average): 12k requests; 0.68 new conversations a
+/// second spread their starts over ~59 minutes, their turns 5..30 s apart.
 fn params() -> SynthParams {
     SynthParams {
         conversations: 2_400,
@@ -30,7 +30,7 @@ fn params() -> SynthParams {
         user_tokens: 64..=512,
         output_tokens: 64..=640,
         think_s: 5.0..=30.0,
-        rate: 0.7,
+        rate: 0.68,
         max_input: 131_072,
         block_tokens: 512,
         seed: 29,

@@ -80,7 +80,11 @@ fn a_trace_hits_the_engines_cache_and_its_file_reads_as_a_load_file() {
     // It arrives at an idle engine and prefills the 464 uncached tokens only, in one step.
     let c = engine(8, 200_000).cost;
     let ttft = c.overhead + c.model.t0 + c.chunk_s(1536, 2000);
-    assert!((reqs[1].ttft_s.unwrap() - ttft).abs() < 1e-9, "{:?} vs {ttft}", reqs[1]);
+    assert!(
+        (reqs[1].ttft_s.unwrap() - ttft).abs() < 1e-9,
+        "{:?} vs {ttft}",
+        reqs[1]
+    );
     ctxbench::twin::output::write(&twin, &r, &out).unwrap();
     let f = ctxbench::resultfile::read(&out).unwrap();
     let back = ctxbench::load::merge::merge(&[("pred".into(), f)]).unwrap();
@@ -174,8 +178,17 @@ fn max_running_64_vs_8_at_long_context_on_a_218k_pool() {
     assert!(text.contains("best: "), "{text}");
 
     let big = story("64", "436000");
-    let c8 = big[0].result.cells.iter().find(|c| c.cell.concurrency == Some(8));
+    let c8 = big[0]
+        .result
+        .cells
+        .iter()
+        .find(|c| c.cell.concurrency == Some(8));
     let running = c8.and_then(|c| c.server.as_ref()?.running_max).unwrap();
     assert_eq!(running, 8.0, "a pool twice as large runs all 8");
-    assert!(big[0].warnings.iter().any(|w| w.contains("larger than the measured")));
+    assert!(
+        big[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("larger than the measured"))
+    );
 }

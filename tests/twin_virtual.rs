@@ -130,7 +130,11 @@ async fn virtual_time_gives_the_real_time_engines_truth() {
             ("first token", r.first_token_s, v.first_token_s),
             ("finished", r.finished_s, v.finished_s),
         ] {
-            assert!(close(a, b), "request {} {what}: real {a:?} virtual {b:?}", r.id);
+            assert!(
+                close(a, b),
+                "request {} {what}: real {a:?} virtual {b:?}",
+                r.id
+            );
         }
     }
 }
@@ -177,7 +181,11 @@ async fn a_seeded_open_loop_predicts_the_schedule_load_sends() {
         };
         let (m, p) = (sched(&measured), sched(&predicted));
         assert_eq!(m.len(), 6, "{:?}", c.cell);
-        assert_eq!(m, p, "cell {:?}: load's schedule vs the prediction's", c.cell);
+        assert_eq!(
+            m, p,
+            "cell {:?}: load's schedule vs the prediction's",
+            c.cell
+        );
     }
 }
 
@@ -218,7 +226,10 @@ fn one_worker_predicts_the_one_request_model() {
     for q in &r.requests {
         assert!(q.ok);
         assert!((q.ttft_s.unwrap() - ttft).abs() < SAME_S, "{q:?} vs {ttft}");
-        assert!((q.tpot_s.unwrap() - decode).abs() < SAME_S, "{q:?} vs {decode}");
+        assert!(
+            (q.tpot_s.unwrap() - decode).abs() < SAME_S,
+            "{q:?} vs {decode}"
+        );
         assert_eq!(q.output_tokens, Some(9));
         assert_eq!(q.cached_tokens, Some(0), "load's nonces defeat the cache");
     }

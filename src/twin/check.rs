@@ -137,9 +137,7 @@ fn predict_replay(
 ) -> anyhow::Result<LoadResult> {
     let file = trace.map_or_else(|| t.file.clone(), |p| p.display().to_string());
     if !Path::new(&file).exists() {
-        anyhow::bail!(
-            "the measured replay's trace {file} is not there; give it with --trace FILE"
-        );
+        anyhow::bail!("the measured replay's trace {file} is not there; give it with --trace FILE");
     }
     let mut argv: Vec<String> = [
         "ctxbench",
@@ -182,7 +180,13 @@ fn predict_replay(
             .filter(|s| s.cell.same(&c.cell))
             .collect();
         let notes = std::mem::take(&mut c.notes);
-        *c = crate::load::cell::summarise(c.cell, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
+        *c = crate::load::cell::summarise(
+            c.cell,
+            &reqs,
+            &scrapes,
+            &r.plan.slo,
+            r.plan.goodput_target,
+        );
         c.notes = notes;
     }
     Ok(r)

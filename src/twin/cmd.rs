@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 /// Predict a load plan against a twin profile in virtual time.
 #[derive(Args, Debug)]
-#[command(after_help = "Takes load's flags with load's meaning (closed loop --concurrency, \
+#[command(
+    after_help = "Takes load's flags with load's meaning (closed loop --concurrency, \
 open loop --rate with --arrival and --seed: the very schedule `load` sends, --trace with \
 --time-scale and --trace-window, --find-knee, --slo, --requests/--duration, --lengths, \
 --output-tokens) and runs them against the profile's engine on its own clock: no server, \
@@ -17,7 +18,8 @@ no sleeping. Writes load's records (--out) marked \"predicted\": `ctxbench repor
 
 Examples:
   ctxbench twin predict --profile p.json --lengths 8k --concurrency 1,4,16 --out pred.jsonl
-  ctxbench twin predict --profile p.json --trace chat.jsonl --time-scale 0.5")]
+  ctxbench twin predict --profile p.json --trace chat.jsonl --time-scale 0.5"
+)]
 pub struct PredictArgs {
     /// The twin profile (written by `twin calibrate` or `twin fit`).
     #[arg(long, value_name = "FILE")]
@@ -48,7 +50,8 @@ pub fn predict(args: &PredictArgs) -> anyhow::Result<u8> {
 
 /// Hold a twin's predictions to measured load files.
 #[derive(Args, Debug)]
-#[command(after_help = "Predicts exactly the cells (or the trace replay) of the measured \
+#[command(
+    after_help = "Predicts exactly the cells (or the trace replay) of the measured \
 file(s) and prints, per cell, predicted vs measured: TTFT p50/p90/p99, TPOT p50, output \
 tok/s, goodput and, for a trace, the hit ratio; each figure's absolute percentage error and \
 their mean. Bounds: 10 % for p50 TTFT, p50 TPOT, tok/s and goodput; 25 % for TTFT p90/p99; \
@@ -59,7 +62,8 @@ Exit status: 0 when every figure is within its bound, 5 when any is beyond it (f
 BEYOND BOUND), 1 on bad input.
 
 Example:
-  ctxbench twin check --profile p.json run1.jsonl run2.jsonl")]
+  ctxbench twin check --profile p.json run1.jsonl run2.jsonl"
+)]
 pub struct CheckArgs {
     /// The twin profile (written by `twin calibrate` or `twin fit`).
     #[arg(long, value_name = "FILE")]
@@ -94,7 +98,8 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
 
 /// Predict the same plan under several engine configurations.
 #[derive(Args, Debug)]
-#[command(after_help = "Knobs: max-running (requests running at once), pool (KV pool, \
+#[command(
+    after_help = "Knobs: max-running (requests running at once), pool (KV pool, \
 tokens), chunk (prefill tokens per step), and the load dimension: concurrency, rate (cells \
 of each configuration, as load's flags) or time-scale (a trace). Engine knobs combine: \
 every combination is one configuration. Prints per configuration and cell the SLO verdict \
@@ -104,7 +109,8 @@ what the profile was calibrated on (longer contexts, larger batches, a larger po
 
 Example (the story: 64 vs 8 running requests at long context on a 218k-token pool):
   ctxbench twin whatif --profile p.json --vary max-running=8,64 --vary pool=218k \\
-    --lengths 32k --concurrency 1,2,4,8 --slo ttft=60s,tpot=100ms")]
+    --lengths 32k --concurrency 1,2,4,8 --slo ttft=60s,tpot=100ms"
+)]
 pub struct WhatifArgs {
     /// The twin profile (written by `twin calibrate` or `twin fit`).
     #[arg(long, value_name = "FILE")]

@@ -185,7 +185,10 @@ mod tests {
         assert_eq!(compare(Figure::Goodput, vec![0.0], 0.0).error, 0.0);
         assert_eq!(compare(Figure::Goodput, vec![0.0], 2.0).error, 1.0);
         let c = compare(Figure::HitRatio, vec![0.60], 0.52);
-        assert!((c.error - 0.08).abs() < 1e-12, "points, not a ratio of ratios");
+        assert!(
+            (c.error - 0.08).abs() < 1e-12,
+            "points, not a ratio of ratios"
+        );
         assert!(!c.flagged);
         assert!(compare(Figure::HitRatio, vec![0.60], 0.45).flagged);
         assert!(compare(Figure::TtftP50, vec![0.1], f64::NAN).flagged);

@@ -52,7 +52,11 @@ impl Twin {
 /// Refuse the load flags that have no meaning in virtual time, naming each.
 pub fn refuse_live_flags(args: &LoadArgs) -> anyhow::Result<()> {
     let refused = [
-        (args.target.url.is_some(), "--url", "the profile is the server"),
+        (
+            args.target.url.is_some(),
+            "--url",
+            "the profile is the server",
+        ),
         (args.resume, "--resume", "a prediction is recomputed whole"),
         (
             args.shard.is_some() || args.shards.is_some(),
@@ -167,9 +171,9 @@ pub fn open_schedule(
     r: f64,
 ) -> Vec<f64> {
     let requests = plan.requests.or_else(|| {
-        plan.duration_s.is_none().then(|| {
-            ((r * load::DEFAULT_OPEN_SPAN_S).ceil() as u64).max(load::MIN_REQUESTS)
-        })
+        plan.duration_s
+            .is_none()
+            .then(|| ((r * load::DEFAULT_OPEN_SPAN_S).ceil() as u64).max(load::MIN_REQUESTS))
     });
     schedule::schedule(
         arrival.unwrap_or(Arrival::Poisson),

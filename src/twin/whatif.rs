@@ -63,7 +63,10 @@ pub fn parse_vary(s: &str) -> anyhow::Result<Vary> {
         .map(|(_, k)| *k)
         .ok_or_else(|| {
             let names: Vec<&str> = Knob::NAMES.iter().map(|(n, _)| *n).collect();
-            anyhow::anyhow!("--vary `{s}`: unknown knob `{name}`; one of {}", names.join(", "))
+            anyhow::anyhow!(
+                "--vary `{s}`: unknown knob `{name}`; one of {}",
+                names.join(", ")
+            )
         })?;
     let values: Vec<String> = list
         .split(',')
@@ -79,7 +82,9 @@ pub fn parse_vary(s: &str) -> anyhow::Result<Vary> {
                 crate::lengths::parse_count(v).is_ok_and(|n| n > 0)
             }
             Knob::Concurrency => v.parse::<u32>().is_ok_and(|n| n > 0),
-            Knob::Rate | Knob::TimeScale => v.parse::<f64>().is_ok_and(|x| x.is_finite() && x > 0.0),
+            Knob::Rate | Knob::TimeScale => {
+                v.parse::<f64>().is_ok_and(|x| x.is_finite() && x > 0.0)
+            }
         };
         if !ok {
             anyhow::bail!("--vary {}: `{v}` is not a positive number", knob.name());
@@ -211,7 +216,8 @@ pub fn knees(r: &LoadResult) -> Vec<(u64, Option<f64>)> {
 }
 
 /// The best configuration: the one meeting the SLOs at the most load (summed knees), then
-/// with the most goodput among its passing cells; `None` when none meets them anywhere.
+/// with the most goodput among its passing cells, the first given on a tie; `None` when
+/// none meets them anywhere.
 pub fn best(outcomes: &[Outcome]) -> Option<usize> {
     let score = |o: &Outcome| {
         let load: f64 = knees(&o.result).iter().filter_map(|k| k.1).sum();
@@ -225,15 +231,12 @@ pub fn best(outcomes: &[Outcome]) -> Option<usize> {
         let passes = o.result.cells.iter().any(|c| c.meets_target);
         (passes, load, goodput)
     };
+    // Ties go to the first configuration given (the cheaper one, when listed so).
     let (i, (passes, _, _)) = outcomes
         .iter()
         .map(score)
         .enumerate()
-        .max_by(|a, b| {
-            (a.1.0, a.1.1, a.1.2)
-                .partial_cmp(&(b.1.0, b.1.1, b.1.2))
-                .unwrap_or(std::cmp::Ordering::Equal)
-        })?;
+        .reduce(|best, x| if x.1 > best.1 { x } else { best })?;
     passes.then_some(i)
 }
 
@@ -246,9 +249,21 @@ pub fn render(outcomes: &[Outcome]) -> String {
     let _ = writeln!(
         s,
         "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  SLO",
-        "configuration", "length", "load", "TTFT p50", "TTFT p99", "TPOT p50", "tok/s", "goodput", "good %"
+        "configuration",
+        "length",
+        "load",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "tok/s",
+        "goodput",
+        "good %"
     );
-    let _ = writeln!(s, "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9}", "", "", "", "ms", "ms", "ms");
+    let _ = writeln!(
+        s,
+        "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9}",
+        "", "", "", "ms", "ms", "ms"
+    );
     for o in outcomes {
         for c in &o.result.cells {
             let _ = writeln!(
@@ -321,7 +336,11 @@ mod tests {
             parse_vary("pool=100k,200k,300k").unwrap(),
         ];
         let c = configs(&v);
-        assert_eq!(c.len(), 6, "the load dimension is cells, not configurations");
+        assert_eq!(
+            c.len(),
+            6,
+            "the load dimension is cells, not configurations"
+        );
         assert_eq!(c[0].label(), "max-running=8 pool=100k");
         assert_eq!(c[5].label(), "max-running=64 pool=300k");
     }
