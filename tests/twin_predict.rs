@@ -4,7 +4,7 @@
 //! at long context on a 218k-token pool — gets its answer.
 
 use clap::Parser;
-use ctxbench::cli::{Cli, Command, LoadArgs, TwinCommand};
+use ctxbench::cli::{Cli, Command, LoadArgs};
 use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::EngineConfig;
 use ctxbench::sim::stepcost::StepCost;

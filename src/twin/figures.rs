@@ -116,11 +116,15 @@ pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64) -> Compared {
             .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| {
                 (lo.min(x), hi.max(x))
             });
-        match (figure, hi - lo) {
-            (Figure::HitRatio, d) => d,
-            (_, d) if d == 0.0 => 0.0,
-            (_, d) if mean != 0.0 => d / mean.abs(),
-            _ => 1.0,
+        let d = hi - lo;
+        if figure == Figure::HitRatio {
+            d
+        } else if d == 0.0 {
+            0.0
+        } else if mean != 0.0 {
+            d / mean.abs()
+        } else {
+            1.0
         }
     });
     let bound = figure
@@ -133,7 +137,7 @@ pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64) -> Compared {
         error,
         spread,
         bound,
-        flagged: !(error <= bound),
+        flagged: error.is_nan() || error > bound,
     }
 }
 
