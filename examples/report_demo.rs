@@ -4,7 +4,10 @@
 //!
 //! `cargo run --example report_demo -- DIR`
 
-#[path = "../tests/report_fixtures/mod.rs"]
+#[path = "../tests/common/records.rs"]
+mod records;
+#[allow(dead_code)]
+#[path = "../tests/common/report.rs"]
 mod report_fixtures;
 
 use report_fixtures::*;

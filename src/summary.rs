@@ -78,6 +78,85 @@ pub fn acceptance<'a>(
     Some((source, lengths, rates))
 }
 
+/// The summary of length `n`'s samples and errors.
+fn point(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> PointSummary {
+    let all: Vec<&Sample> = samples.iter().filter(|s| s.context_tokens == n).collect();
+    let errs: Vec<&ErrorRecord> = errors.iter().filter(|e| e.context_tokens == n).collect();
+    let valid: Vec<&Sample> = all.iter().copied().filter(|s| s.valid).collect();
+    let stream: Vec<&Sample> = valid
+        .iter()
+        .copied()
+        .filter(|s| s.method == Method::Stream.name())
+        .collect();
+    let two_point: Vec<&Sample> = valid
+        .iter()
+        .copied()
+        .filter(|s| s.method == Method::TwoPoint.name())
+        .collect();
+    let main = if stream.is_empty() {
+        &two_point
+    } else {
+        &stream
+    };
+    let mut flags = BTreeMap::new();
+    for f in all.iter().flat_map(|s| &s.flags) {
+        *flags.entry(f.name().to_string()).or_insert(0) += 1;
+    }
+    let mut errors_by_kind = BTreeMap::new();
+    for e in &errs {
+        *errors_by_kind.entry(e.kind.clone()).or_insert(0) += 1;
+    }
+    let ttfts: Vec<f64> = main.iter().filter_map(|s| s.ttft_s).collect();
+    let (ttft_minus_server_s, decode_minus_server_s) = server_deltas(&valid);
+    let mut needle: BTreeMap<u64, (f64, usize, usize)> = BTreeMap::new();
+    for r in all.iter().filter_map(|s| s.needle.as_ref()) {
+        let e = needle
+            .entry((r.depth * 1e6) as u64)
+            .or_insert((r.depth, 0, 0));
+        e.1 += usize::from(r.ok);
+        e.2 += 1;
+    }
+    let spec = acceptance(stream.iter().filter_map(|s| s.spec.as_ref()));
+    let prompt_tokens = quantile(
+        &all.iter()
+            .filter_map(|s| s.prompt_tokens)
+            .map(|p| p as f64)
+            .collect::<Vec<_>>(),
+        0.5,
+    )
+    .map(|p| p.round() as u64);
+    PointSummary {
+        context_tokens: n,
+        prompt_tokens,
+        attempts: all.len() + errs.len(),
+        n_valid: valid.len(),
+        n_failed: errs.len(),
+        errors: errors_by_kind,
+        flags,
+        ttft_s: stat_of(main, |s| s.ttft_s),
+        prefill_tps: stat_of(main, |s| s.prefill_tps),
+        decode_tps: stat_of(&stream, |s| s.decode_tps),
+        itl_p50_s: stat_of(&stream, |s| s.itl_p50_s),
+        itl_p99_s: stat_of(&stream, |s| s.itl_p99_s),
+        e2e_s: stat_of(main, |s| s.e2e_s),
+        two_point_decode_tps: stat_of(&two_point, |s| s.decode_tps),
+        ttft_minus_server_s,
+        decode_minus_server_s,
+        outliers: outlier_count(&ttfts),
+        needle: needle
+            .into_values()
+            .map(|(depth, passed, total)| NeedleCell {
+                depth,
+                passed,
+                total,
+            })
+            .collect(),
+        accept_length: spec.as_ref().and_then(|(_, l, _)| Stat::of(l)),
+        accept_rate: spec.as_ref().and_then(|(_, _, r)| Stat::of(r)),
+        spec_source: spec.map(|(source, _, _)| source),
+    }
+}
+
 pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     // Depth turns and primings are summarised per depth, apart from the cold points.
     let (depth, depth_notes) = crate::sweep::depth::summary::summarize(samples, errors);
@@ -90,89 +169,16 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         .collect();
     lengths.sort_unstable();
     lengths.dedup();
-    let mut points = Vec::new();
+    let points: Vec<PointSummary> = lengths
+        .into_iter()
+        .map(|n| point(n, samples, errors))
+        .collect();
     let mut notes = Vec::new();
-    let mut truncation_onset = None;
-    for n in lengths {
-        let all: Vec<&Sample> = samples.iter().filter(|s| s.context_tokens == n).collect();
-        let errs: Vec<&ErrorRecord> = errors.iter().filter(|e| e.context_tokens == n).collect();
-        let valid: Vec<&Sample> = all.iter().copied().filter(|s| s.valid).collect();
-        let stream: Vec<&Sample> = valid
-            .iter()
-            .copied()
-            .filter(|s| s.method == Method::Stream.name())
-            .collect();
-        let two_point: Vec<&Sample> = valid
-            .iter()
-            .copied()
-            .filter(|s| s.method == Method::TwoPoint.name())
-            .collect();
-        let main = if stream.is_empty() {
-            &two_point
-        } else {
-            &stream
-        };
-        let mut flags = BTreeMap::new();
-        for f in all.iter().flat_map(|s| &s.flags) {
-            *flags.entry(f.name().to_string()).or_insert(0) += 1;
-        }
-        if flags.contains_key(flag::TRUNCATED.name()) && truncation_onset.is_none() {
-            truncation_onset = Some(n);
-        }
-        let mut errors_by_kind = BTreeMap::new();
-        for e in &errs {
-            *errors_by_kind.entry(e.kind.clone()).or_insert(0) += 1;
-        }
-        let ttfts: Vec<f64> = main.iter().filter_map(|s| s.ttft_s).collect();
-        let (ttft_minus_server_s, decode_minus_server_s) = server_deltas(&valid);
-        let mut needle: BTreeMap<u64, (f64, usize, usize)> = BTreeMap::new();
-        for r in all.iter().filter_map(|s| s.needle.as_ref()) {
-            let e = needle
-                .entry((r.depth * 1e6) as u64)
-                .or_insert((r.depth, 0, 0));
-            e.1 += usize::from(r.ok);
-            e.2 += 1;
-        }
-        let spec = acceptance(stream.iter().filter_map(|s| s.spec.as_ref()));
-        let prompt_tokens = quantile(
-            &all.iter()
-                .filter_map(|s| s.prompt_tokens)
-                .map(|p| p as f64)
-                .collect::<Vec<_>>(),
-            0.5,
-        )
-        .map(|p| p.round() as u64);
-        points.push(PointSummary {
-            context_tokens: n,
-            prompt_tokens,
-            attempts: all.len() + errs.len(),
-            n_valid: valid.len(),
-            n_failed: errs.len(),
-            errors: errors_by_kind,
-            flags,
-            ttft_s: stat_of(main, |s| s.ttft_s),
-            prefill_tps: stat_of(main, |s| s.prefill_tps),
-            decode_tps: stat_of(&stream, |s| s.decode_tps),
-            itl_p50_s: stat_of(&stream, |s| s.itl_p50_s),
-            itl_p99_s: stat_of(&stream, |s| s.itl_p99_s),
-            e2e_s: stat_of(main, |s| s.e2e_s),
-            two_point_decode_tps: stat_of(&two_point, |s| s.decode_tps),
-            ttft_minus_server_s,
-            decode_minus_server_s,
-            outliers: outlier_count(&ttfts),
-            needle: needle
-                .into_values()
-                .map(|(depth, passed, total)| NeedleCell {
-                    depth,
-                    passed,
-                    total,
-                })
-                .collect(),
-            accept_length: spec.as_ref().and_then(|(_, l, _)| Stat::of(l)),
-            accept_rate: spec.as_ref().and_then(|(_, _, r)| Stat::of(r)),
-            spec_source: spec.map(|(source, _, _)| source),
-        });
-    }
+    // Points ascend by length: the first truncated one is where truncation began.
+    let truncation_onset = points
+        .iter()
+        .find(|p| p.flags.contains_key(flag::TRUNCATED.name()))
+        .map(|p| p.context_tokens);
     let restarts: Vec<u64> = points
         .iter()
         .filter(|p| p.flags.contains_key(flag::SERVER_RESTARTED.name()))

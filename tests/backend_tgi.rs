@@ -4,7 +4,7 @@
 
 mod common;
 use common::text_backend::{needle_early_stop, persona, post_ok, text_request};
-use common::{rel, sim, sweep, sweep_args};
+use common::{flags, rel, sim, sweep, sweep_args};
 use ctxbench::backend::tgi::Tgi;
 use ctxbench::backend::{Backend, RequestError, detect};
 
@@ -44,18 +44,7 @@ async fn probe_reads_info() {
 async fn exact_lengths_and_rates_match_the_truth() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--persona", "tgi", "--sim-p0", "25000"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "4k,8k,16k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "32",
-        ],
-    )
-    .await;
+    let r = flags("4k,8k,16k", 2, 32).warm_up().run(&server.url()).await;
     assert_eq!(r.run.target.api, "tgi");
     assert_eq!(r.run.config.prompt_mode, "tokenized_text");
     let measured: Vec<_> = server

@@ -135,22 +135,7 @@ fn killed_sweep_resumes_only_what_is_missing() {
         .unwrap();
     assert!(status.success());
     let records = lines_of(&out);
-    let mut pairs: Vec<(u64, u64)> = records
-        .iter()
-        .filter(|v| v["type"] == "sample")
-        .map(|v| {
-            (
-                v["context_tokens"].as_u64().unwrap(),
-                v["rep"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    pairs.sort();
-    let want: Vec<(u64, u64)> = [1024, 2048, 4096]
-        .iter()
-        .flat_map(|n| [(*n, 0), (*n, 1)])
-        .collect();
-    assert_eq!(pairs, want, "each pair measured exactly once");
+    common::assert_each_pair_once(&records, &[1024, 2048, 4096], 2);
     assert_eq!(records.iter().filter(|v| v["type"] == "run").count(), 1);
     assert_eq!(records.last().unwrap()["type"], "summary");
 }

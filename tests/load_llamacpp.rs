@@ -4,10 +4,8 @@
 
 mod common;
 
-use clap::Parser;
 use common::llama::LlamaServer;
 use common::rel;
-use ctxbench::cli::{Cli, Command};
 use serde_json::Value;
 
 /// Per-request decode against llama-server's `predicted_n / predicted_ms`: the client's
@@ -22,28 +20,24 @@ async fn four_slots_four_concurrent_requests_at_two_lengths() {
     let server = LlamaServer::start_with_slots(4);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("load.jsonl");
-    let argv = [
-        "ctxbench",
-        "load",
-        "--url",
+    let args = common::load_args(
         &server.url,
-        "--lengths",
-        "1k,4k",
-        "--concurrency",
-        "4",
-        "--requests",
-        "4",
-        "--output-tokens",
-        "32",
-        "--slo",
-        "",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let Command::Load(args) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let r = ctxbench::load::execute(*args).await.expect("load runs");
+        &[
+            "--lengths",
+            "1k,4k",
+            "--concurrency",
+            "4",
+            "--requests",
+            "4",
+            "--output-tokens",
+            "32",
+            "--slo",
+            "",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let r = ctxbench::load::execute(args).await.expect("load runs");
     let file = ctxbench::resultfile::read(&out).unwrap();
     assert_eq!(r.cells.len(), 2);
     for c in &r.cells {

@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 /// Cheap, fixed costs: 20 ms prefill, 2 ms per decode step, no context terms.
-const COSTS: &[&str] = &[
-    "--sim-t0", "0.020", "--sim-p0", "1e12", "--sim-q", "0", "--sim-d0", "0.002", "--sim-d1", "0",
-];
+const COSTS: &[&str] = common::FIXED_COSTS;
 
 /// A Poisson schedule of 24 arrivals at 10/s, 8 output tokens each (~36 ms of service).
 const OPEN_PLAN: &[&str] = &[
@@ -264,22 +262,10 @@ async fn closed_loop_shards_split_workers_and_requests_and_foreign_plans_are_ref
     assert!(e.contains("cannot be sharded"), "{e}");
 }
 
-/// Trace costs: 2 ms + 1M tok/s prefill (a 4k prompt ~6 ms), 1 ms per decode step, a pool
-/// far larger than the trace: every shared block is still cached when it is asked again.
-const TRACE_SIM: &[&str] = &[
-    "--sim-t0",
-    "0.002",
-    "--sim-p0",
-    "1e6",
-    "--sim-q",
-    "0",
-    "--sim-d0",
-    "0.001",
-    "--sim-d1",
-    "0",
-    "--kv-pool-tokens",
-    "1000000",
-];
+/// With the trace costs (`common::FAST_PREFILL_COSTS`: 2 ms + 1M tok/s prefill, 1 ms per
+/// decode step), a pool far larger than the trace: every shared block is still cached when
+/// it is asked again.
+const TRACE_POOL: &[&str] = &["--kv-pool-tokens", "1000000"];
 
 /// 12 conversations 60 ms apart, 3 turns each 400 ms apart; every prompt opens with the
 /// same 2-block system prompt, then 3 blocks of its conversation's own, one more per turn.
@@ -314,7 +300,7 @@ fn write_shared_trace(path: &Path) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sharded_trace_keeps_groups_together_and_shares_blocks_across_shards() {
     let _t = timing_lock().await;
-    let s = sim(TRACE_SIM).await;
+    let s = sim(&[common::FAST_PREFILL_COSTS, TRACE_POOL].concat()).await;
     let url = s.url();
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
@@ -382,6 +368,6 @@ async fn a_sharded_trace_keeps_groups_together_and_shares_blocks_across_shards()
         cross_shard, 11,
         "every first turn but the first hit the system prompt"
     );
-    let h = ctxbench::trace::render::hits(&merged).unwrap();
+    let h = ctxbench::load::trace_report::hits(&merged).unwrap();
     assert_eq!(h.exact as usize, n);
 }

@@ -13,9 +13,7 @@ async fn load(url: &str, flags: &[&str]) -> LoadResult {
 }
 
 /// Cheap, fixed costs: 20 ms prefill, 2 ms per decode step, no context terms.
-const COSTS: &[&str] = &[
-    "--sim-t0", "0.020", "--sim-p0", "1e12", "--sim-q", "0", "--sim-d0", "0.002", "--sim-d1", "0",
-];
+const COSTS: &[&str] = common::FIXED_COSTS;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -449,32 +447,22 @@ const TTFT_MINUS_TRUTH_MEDIAN_MAX_S: f64 = 0.001;
 /// 1,024-token step budget prefills one prompt per step, so a step hands out one first token
 /// and a few decode tokens: the figure is per-request delivery, not the wait behind 64
 /// events written and parsed at once on two shared cores (that burst adds ~1–2 ms here,
-/// see the README's simulator section).
+/// see docs/simulator.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_at_concurrency_64_is_within_a_millisecond_of_server_truth() {
     let _t = timing_lock().await;
     // Five rounds: the first 64 open their connections (several ms each at once), so the
     // median falls among requests on kept-alive connections, as a load's steady state does.
     const REQUESTS: usize = 320;
-    let s = sim(&[
-        "--sim-t0",
-        "0.002",
-        "--sim-p0",
-        "1e6",
-        "--sim-q",
-        "0",
-        "--sim-d0",
-        "0.001",
-        "--sim-d1",
-        "0",
+    let more = [
         "--max-running",
         "64",
         "--kv-pool-tokens",
         "1000000",
         "--max-batch-tokens",
         "1024",
-    ])
-    .await;
+    ];
+    let s = sim(&[common::FAST_PREFILL_COSTS, &more].concat()).await;
     let r = load(
         &s.url(),
         &[

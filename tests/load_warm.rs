@@ -80,11 +80,7 @@ async fn relay(upstream: String) -> (String, Arc<Mutex<Seen>>) {
 async fn a_closed_loop_cell_opens_its_connections_before_its_first_request() {
     let _t = timing_lock().await;
     // Cheap fixed costs: 20 ms prefill, 2 ms per decode step.
-    let s = sim(&[
-        "--sim-t0", "0.020", "--sim-p0", "1e12", "--sim-q", "0", "--sim-d0", "0.002", "--sim-d1",
-        "0",
-    ])
-    .await;
+    let s = sim(common::FIXED_COSTS).await;
     let upstream = s.url().trim_start_matches("http://").to_string();
     let (url, seen) = relay(upstream).await;
     let dir = tempfile::tempdir().unwrap();

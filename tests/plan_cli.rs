@@ -13,6 +13,16 @@ fn plan(args: &[&str]) -> Output {
         .expect("run ctxbench")
 }
 
+/// A command line's words, split at spaces.
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
+/// `--config path --gpu-mem-gib 80 --gpus gpus`.
+fn on_config<'a>(path: &'a str, gpus: &'a str) -> Vec<&'a str> {
+    vec!["--config", path, "--gpu-mem-gib", "80", "--gpus", gpus]
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -36,16 +46,9 @@ fn json_carries_the_contract_fields_and_the_inputs() {
     // Llama 3 70B on 8 × 80 GiB: weights 70,553,706,496 × 2 B / 8 = 16.43 GiB per GPU;
     // pool 72 − 16.43 = 55.57 GiB / 40,960 B (80 layers × 2 × 1 head × 128 × 2 B)
     // = 1,456,811 tokens; at 32k: 44 requests.
-    let v = json(&[
-        "--preset",
-        "llama-3-70b",
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "8",
-        "--context",
-        "32k",
-    ]);
+    let v = json(&words(
+        "--preset llama-3-70b --gpu-mem-gib 80 --gpus 8 --context 32k",
+    ));
     assert_eq!(v["kv_bytes_per_token"], 40_960);
     assert_eq!(v["pool_tokens"], 1_456_811);
     assert_eq!(v["max_concurrency"], 44);
@@ -72,20 +75,9 @@ fn json_carries_the_contract_fields_and_the_inputs() {
 #[test]
 fn dp_and_target_in_json() {
     // 8 GPUs as TP 4 × DP 2: two pools, twice the requests in all.
-    let v = json(&[
-        "--preset",
-        "llama-3.1-70b",
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "8",
-        "--tp",
-        "4",
-        "--context",
-        "128k",
-        "--target-concurrency",
-        "4",
-    ]);
+    let v = json(&words(
+        "--preset llama-3.1-70b --gpu-mem-gib 80 --gpus 8 --tp 4 --context 128k --target-concurrency 4",
+    ));
     assert_eq!(v["tp"], 4);
     assert_eq!(v["dp"], 2);
     let per = v["max_concurrency"].as_u64().unwrap();
@@ -101,16 +93,9 @@ fn dp_and_target_in_json() {
 
 #[test]
 fn the_table_shows_every_term() {
-    let out = plan(&[
-        "--preset",
-        "deepseek-v3",
-        "--gpu-mem-gib",
-        "140.4",
-        "--gpus",
-        "8",
-        "--context",
-        "128k",
-    ]);
+    let out = plan(&words(
+        "--preset deepseek-v3 --gpu-mem-gib 140.4 --gpus 8 --context 128k",
+    ));
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     for term in [
@@ -138,7 +123,7 @@ fn a_config_file_works_like_a_preset() {
             "max_position_embeddings": 8192}"#,
     );
     let path = file.path().to_str().unwrap();
-    let v = json(&["--config", path, "--gpu-mem-gib", "80", "--gpus", "1"]);
+    let v = json(&on_config(path, "1"));
     assert_eq!(v["kv_bytes_per_token"], 131_072);
     assert_eq!(v["model_source"], "config");
     assert_eq!(v["context_tokens"], 8192);
@@ -149,14 +134,7 @@ fn a_config_file_works_like_a_preset() {
 #[test]
 fn missing_config_fields_are_named() {
     let file = config_file(r#"{"hidden_size": 4096, "num_attention_heads": 32}"#);
-    let out = plan(&[
-        "--config",
-        file.path().to_str().unwrap(),
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "1",
-    ]);
+    let out = plan(&on_config(file.path().to_str().unwrap(), "1"));
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("num_hidden_layers"), "{err}");
@@ -167,14 +145,7 @@ fn missing_config_fields_are_named() {
         r#"{"hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128,
             "kv_lora_rank": 512}"#,
     );
-    let out = plan(&[
-        "--config",
-        file.path().to_str().unwrap(),
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "8",
-    ]);
+    let out = plan(&on_config(file.path().to_str().unwrap(), "8"));
     assert!(
         stderr(&out).contains("qk_rope_head_dim"),
         "{}",
@@ -187,23 +158,14 @@ fn missing_config_fields_are_named() {
             "vocab_size": 32000}"#,
     );
     let path = file.path().to_str().unwrap();
-    let out = plan(&["--config", path, "--gpu-mem-gib", "80", "--gpus", "1"]);
+    let out = plan(&on_config(path, "1"));
     let err = stderr(&out);
     assert!(
         err.contains("intermediate_size") && err.contains("--weights-gib"),
         "{err}"
     );
     // … and with --weights-gib it plans.
-    let v = json(&[
-        "--config",
-        path,
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "1",
-        "--weights-gib",
-        "14",
-    ]);
+    let v = json(&[on_config(path, "1"), words("--weights-gib 14")].concat());
     assert_eq!(v["weights_source"], "flag");
 }
 
@@ -245,18 +207,9 @@ fn bad_flags_are_named() {
         "lists the presets: {}",
         stderr(&out)
     );
-    let out = plan(&[
-        "--gpu-mem-gib",
-        "80",
-        "--gpus",
-        "8",
-        "--tp",
-        "4",
-        "--dp",
-        "4",
-        "--preset",
-        "kimi-k2",
-    ]);
+    let out = plan(&words(
+        "--gpu-mem-gib 80 --gpus 8 --tp 4 --dp 4 --preset kimi-k2",
+    ));
     assert!(stderr(&out).contains("--tp 4 × --dp 4"), "{}", stderr(&out));
 }
 

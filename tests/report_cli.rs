@@ -3,10 +3,9 @@
 
 mod common;
 use common::bin::run_ok;
-mod report_fixtures;
 
 use assert_cmd::Command;
-use report_fixtures::*;
+use common::report::*;
 
 fn ctxbench() -> Command {
     Command::cargo_bin("ctxbench").expect("binary")

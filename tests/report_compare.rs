@@ -1,12 +1,12 @@
 //! `compare`: pairing by length, ratios with bootstrap intervals, changes inside the noise
 //! marked, refusals with clear messages, and the two-run HTML overlay.
 
-mod report_fixtures;
+mod common;
 
+use common::report::*;
 use ctxbench::report::compare::{CompareError, Verdict, compare, html};
 use ctxbench::report::plot::figures::Metric;
 use ctxbench::resultfile::ResultFile;
-use report_fixtures::*;
 
 fn file(samples: Vec<ctxbench::record::Sample>) -> ResultFile {
     ResultFile {

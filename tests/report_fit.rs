@@ -2,11 +2,11 @@
 //! stated tolerances with noise, and with 95 % intervals that cover the truth about 95 % of
 //! the time.
 
-mod report_fixtures;
+mod common;
 
+use common::report::*;
 use ctxbench::fit::{ScalingFit, fit_points, fit_summary, fit_ttft};
 use ctxbench::summary::summarize;
-use report_fixtures::*;
 
 const WIDE: [u64; 8] = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072];
 

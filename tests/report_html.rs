@@ -2,12 +2,12 @@
 //! fitted curves the data says; text is escaped; nothing external is referenced; the file is
 //! replaced atomically.
 
-mod report_fixtures;
+mod common;
 
+use common::report::*;
 use ctxbench::record::Summary;
 use ctxbench::report::html;
 use ctxbench::summary::summarize_with_fit;
-use report_fixtures::*;
 
 fn page() -> (Fixture, Summary, String) {
     let fx = troubled_run();

@@ -1,14 +1,14 @@
 //! Snapshot tests of the text formats (table, Markdown, CSV, JSON) of `report` and `compare`,
 //! on small fixtures with round numbers, so a change in the output is a visible diff here.
 
-mod report_fixtures;
+mod common;
 
+use common::report::*;
 use ctxbench::cli::Format;
 use ctxbench::record::{ErrorRecord, Sample, flag};
 use ctxbench::report::{compare, render};
 use ctxbench::resultfile::ResultFile;
 use ctxbench::summary::summarize;
-use report_fixtures::*;
 
 fn small() -> (Vec<Sample>, Vec<ErrorRecord>) {
     let mut samples = vec![

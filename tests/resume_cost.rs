@@ -9,9 +9,10 @@ mod common;
 use common::proxy::Proxy;
 use common::{SweepFlags, flags, sim, truth_after};
 use ctxbench::backend::fake::{CallLog, FakeBackend, Reply};
+use ctxbench::sim::SimServer;
 use ctxbench::sweep::{execute, execute_with};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -92,8 +93,16 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 /// What `kill -9` after `KEPT` samples leaves: the header, those samples, and the next
-/// sample's line torn mid-write (no summary).
-fn crash_after_kept(full: &Path, crashed: &Path) {
+/// sample's line torn mid-write (no summary), written as `name` beside `full`. Returns its
+/// path and its header line.
+fn crash_after_kept(full: &Path, name: &str) -> (PathBuf, String) {
+    let crashed = full.with_file_name(name);
+    write_crashed(full, &crashed);
+    let header = lines(&crashed)[0].clone();
+    (crashed, header)
+}
+
+fn write_crashed(full: &Path, crashed: &Path) {
     let all = lines(full);
     let samples: Vec<&String> = all
         .iter()
@@ -114,23 +123,11 @@ fn crash_after_kept(full: &Path, crashed: &Path) {
 fn assert_complete(path: &Path, header: &str) {
     let all = lines(path);
     assert_eq!(all[0], header, "the resumed file's run record is unchanged");
-    let mut pairs: Vec<(u64, u64)> = all
+    let records: Vec<serde_json::Value> = all
         .iter()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["type"] == "sample")
-        .map(|v| {
-            (
-                v["context_tokens"].as_u64().unwrap(),
-                v["rep"].as_u64().unwrap(),
-            )
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    pairs.sort();
-    let want: Vec<(u64, u64)> = [1024, 2048, 4096]
-        .iter()
-        .flat_map(|n| (0..u64::from(REPS)).map(move |r| (*n, r)))
-        .collect();
-    assert_eq!(pairs, want, "each pair measured exactly once");
+    common::assert_each_pair_once(&records, &[1024, 2048, 4096], u64::from(REPS));
     assert_eq!(
         all.iter().filter(|l| l.contains(r#""type":"run""#)).count(),
         1
@@ -146,16 +143,23 @@ fn sweep_flags(out: &Path, resume: bool) -> SweepFlags {
     if resume { f.with(&["--resume"]) } else { f }
 }
 
+/// A simulator with `flags` behind a counting proxy, a fresh folder, and the path there of
+/// the full run's file.
+async fn behind_proxy(flags: &[&str]) -> (SimServer, CountingProxy, tempfile::TempDir, PathBuf) {
+    let server = sim(flags).await;
+    let proxy = CountingProxy::start(&server.url()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let full = dir.path().join("full.jsonl");
+    (server, proxy, dir, full)
+}
+
 async fn run_sweep(url: &str, f: SweepFlags) -> anyhow::Result<ctxbench::sweep::SweepResult> {
     execute(f.args(url)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_against_the_same_server_sends_only_the_missing_samples() {
-    let server = sim(&[]).await;
-    let proxy = CountingProxy::start(&server.url()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let full = dir.path().join("full.jsonl");
+    let (server, proxy, _dir, full) = behind_proxy(&[]).await;
 
     let r = run_sweep(&proxy.url, sweep_flags(&full, false))
         .await
@@ -170,9 +174,7 @@ async fn a_resume_against_the_same_server_sends_only_the_missing_samples() {
         "{fresh:?}"
     );
 
-    let crashed = dir.path().join("crashed.jsonl");
-    crash_after_kept(&full, &crashed);
-    let header = lines(&crashed)[0].clone();
+    let (crashed, header) = crash_after_kept(&full, "crashed.jsonl");
     server.clear_truth();
     let r = run_sweep(&proxy.url, sweep_flags(&crashed, true))
         .await
@@ -207,10 +209,7 @@ async fn a_resume_against_the_same_server_sends_only_the_missing_samples() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_server_is_measured_again_and_another_url_is_refused_before_any_request() {
-    let first = sim(&[]).await;
-    let proxy = CountingProxy::start(&first.url()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let full = dir.path().join("full.jsonl");
+    let (_first, proxy, _dir, full) = behind_proxy(&[]).await;
     run_sweep(&proxy.url, sweep_flags(&full, false))
         .await
         .unwrap();
@@ -220,9 +219,7 @@ async fn a_restarted_server_is_measured_again_and_another_url_is_refused_before_
     // the old one are made again, and the (possibly cold) process gets its warm-up.
     let second = sim(&[]).await;
     proxy.point_at(&second.url());
-    let crashed = dir.path().join("crashed.jsonl");
-    crash_after_kept(&full, &crashed);
-    let header = lines(&crashed)[0].clone();
+    let (crashed, header) = crash_after_kept(&full, "crashed.jsonl");
     run_sweep(&proxy.url, sweep_flags(&crashed, true))
         .await
         .unwrap();
@@ -237,8 +234,7 @@ async fn a_restarted_server_is_measured_again_and_another_url_is_refused_before_
 
     // Another URL: refused as before, now before a single generate request.
     let other = CountingProxy::start(&second.url()).await;
-    let crashed = dir.path().join("crashed2.jsonl");
-    crash_after_kept(&full, &crashed);
+    let (crashed, _) = crash_after_kept(&full, "crashed2.jsonl");
     let before = std::fs::read(&crashed).unwrap();
     let e = run_sweep(&other.url, sweep_flags(&crashed, true))
         .await
@@ -283,9 +279,7 @@ async fn without_an_instance_marker_the_checks_are_kept_and_the_warm_up_sent() {
     let calls = run(fake(), sweep_flags(&full, false)).await;
     assert_eq!(calls.len() as u64, CHECK_PROBES + 1 + PAIRS as u64);
 
-    let crashed = dir.path().join("crashed.jsonl");
-    crash_after_kept(&full, &crashed);
-    let header = lines(&crashed)[0].clone();
+    let (crashed, header) = crash_after_kept(&full, "crashed.jsonl");
     let calls = run(fake(), sweep_flags(&crashed, true)).await;
     let probes = calls
         .iter()
@@ -311,10 +305,7 @@ async fn without_an_instance_marker_the_checks_are_kept_and_the_warm_up_sent() {
 /// process serves now, so no warm-up follows: missing + 2, the issue's bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_text_prompt_server_pays_its_calibration_and_no_warm_up() {
-    let server = sim(&["--persona", "openai"]).await;
-    let proxy = CountingProxy::start(&server.url()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let full = dir.path().join("full.jsonl");
+    let (_server, proxy, _dir, full) = behind_proxy(&["--persona", "openai"]).await;
     let r = run_sweep(&proxy.url, sweep_flags(&full, false))
         .await
         .unwrap();
@@ -328,9 +319,7 @@ async fn a_text_prompt_server_pays_its_calibration_and_no_warm_up() {
         "{fresh:?}"
     );
 
-    let crashed = dir.path().join("crashed.jsonl");
-    crash_after_kept(&full, &crashed);
-    let header = lines(&crashed)[0].clone();
+    let (crashed, header) = crash_after_kept(&full, "crashed.jsonl");
     run_sweep(&proxy.url, sweep_flags(&crashed, true))
         .await
         .unwrap();

@@ -5,7 +5,6 @@
 mod common;
 
 use common::sim_http::*;
-use ctxbench::backend::prometheus::{Exposition, read};
 use ctxbench::sim::RequestTruth;
 
 /// The simulator as `persona`, cheap costs unless `flags` sets them.
@@ -23,29 +22,6 @@ async fn complete(http: &reqwest::Client, url: &str, prompt: &[u32], max_tokens:
         .unwrap();
     assert_eq!(resp.status(), 200);
     resp.json().await.unwrap()
-}
-
-async fn scrape(http: &reqwest::Client, url: &str) -> Exposition {
-    let response = http.get(format!("{url}/metrics")).send().await.unwrap();
-    let text = response.text().await.unwrap();
-    let m = read(&text);
-    assert!(
-        m.unreadable.is_empty(),
-        "/metrics does not parse: {:?}\n{text}",
-        m.unreadable
-    );
-    m
-}
-
-/// The one sample of a counter or gauge.
-fn scalar(m: &Exposition, name: &str) -> f64 {
-    let values = m.scalars(name).collect::<Vec<_>>();
-    assert_eq!(
-        values.len(),
-        1,
-        "{name} missing or not one scalar: {values:?}"
-    );
-    values[0]
 }
 
 fn histogram_count(m: &Exposition, name: &str) -> u64 {

@@ -6,7 +6,6 @@
 mod common;
 
 use common::sim_http::*;
-use ctxbench::backend::prometheus::{Exposition, read};
 use ctxbench::cli::{Cli, Command};
 use ctxbench::sim::RequestTruth;
 use ctxbench::sim::SpecModel;
@@ -209,15 +208,7 @@ async fn sglang_reports_the_truth() {
     assert!(whole >= interval, "enough steps for one interval");
     let block = &steps[whole - interval..whole];
     let expected_gauge = block.iter().sum::<u64>() as f64 / interval as f64;
-    let text = http
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let gauge = scalar(&read(&text), "sglang:spec_accept_length");
+    let gauge = scalar(&scrape(&http, &url).await, "sglang:spec_accept_length");
     assert!(
         (gauge - expected_gauge).abs() < 1e-12,
         "{gauge} vs {expected_gauge}"
@@ -227,30 +218,6 @@ async fn sglang_reports_the_truth() {
     assert_eq!(get_status(&http, &format!("{url}/flush_cache")).await, 200);
     let info = get_json(&http, &format!("{url}/server_info")).await;
     assert_eq!(info["internal_states"][0]["avg_spec_accept_length"], 0.0);
-}
-
-fn scalar(m: &Exposition, name: &str) -> f64 {
-    let values = m.scalars(name).collect::<Vec<_>>();
-    assert_eq!(
-        values.len(),
-        1,
-        "{name} missing or not one scalar: {values:?}"
-    );
-    values[0]
-}
-
-async fn scrape(http: &reqwest::Client, url: &str) -> Exposition {
-    let text = http
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let m = read(&text);
-    assert!(m.unreadable.is_empty(), "{:?}", m.unreadable);
-    m
 }
 
 const VLLM_SPEC: [&str; 4] = [

@@ -5,9 +5,7 @@
 
 mod common;
 
-use clap::Parser;
 use common::llama::LlamaServer;
-use ctxbench::cli::{Cli, Command};
 use serde_json::Value;
 use std::io::Write;
 
@@ -38,24 +36,20 @@ async fn shared_prefixes_show_as_cached_tokens_and_a_smaller_prompt_n() {
         )
         .unwrap();
     }
-    let argv = [
-        "ctxbench",
-        "load",
-        "--url",
+    let args = common::load_args(
         &server.url,
-        "--trace",
-        trace.to_str().unwrap(),
-        "--time-scale",
-        "0.5",
-        "--slo",
-        "",
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let Command::Load(args) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let r = ctxbench::load::execute(*args)
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--time-scale",
+            "0.5",
+            "--slo",
+            "",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let r = ctxbench::load::execute(args)
         .await
         .expect("the trace replays");
     assert_eq!(r.requests.len(), 5);
@@ -87,7 +81,7 @@ async fn shared_prefixes_show_as_cached_tokens_and_a_smaller_prompt_n() {
         shown += u64::from(possible > 0 && cache_n > 0);
     }
     assert_eq!(shown, 3, "turns 2-4 each reuse the turn before");
-    let h = ctxbench::trace::render::hits(&r).unwrap();
+    let h = ctxbench::load::trace_report::hits(&r).unwrap();
     // Each request's count is within a page of the possible one.
     let tol = (PAGE * h.ok) as f64 / h.input_tokens as f64;
     let obs = h.observed_ratio.unwrap();

@@ -7,14 +7,21 @@ mod common;
 
 use common::{load_args, sim};
 use ctxbench::load::LoadResult;
+use ctxbench::sim::SimServer;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Fast, fixed costs (2 ms + 1M tok/s prefill, 1 ms per decode step): a 6k-token request
 /// takes ~12 ms, far under the 500 ms between two turns of one conversation.
-const COSTS: &[&str] = &[
-    "--sim-t0", "0.002", "--sim-p0", "1e6", "--sim-q", "0", "--sim-d0", "0.001", "--sim-d1", "0",
-];
+const COSTS: &[&str] = common::FAST_PREFILL_COSTS;
+
+/// The simulator at `COSTS` and `more`, and a fresh folder's trace and result paths.
+async fn sim_and_paths(more: &[&str]) -> (SimServer, tempfile::TempDir, PathBuf, PathBuf) {
+    let s = sim(&[COSTS, more].concat()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, out) = (dir.path().join("t.jsonl"), dir.path().join("out.jsonl"));
+    (s, dir, trace, out)
+}
 
 /// 200 requests 25 ms apart: 20 conversations in turn, each turn the previous prompt plus a
 /// new block (its last block partial, so the next turn shares part of a block), every fifth
@@ -63,11 +70,7 @@ async fn replay(url: &str, trace: &Path, out: &Path) -> LoadResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
     let _t = common::timing_lock().await;
-    let mut flags = COSTS.to_vec();
-    flags.extend(["--kv-pool-tokens", "1000000"]);
-    let s = sim(&flags).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (trace, out) = (dir.path().join("t.jsonl"), dir.path().join("out.jsonl"));
+    let (s, _dir, trace, out) = sim_and_paths(&["--kv-pool-tokens", "1000000"]).await;
     write_trace(&trace);
     let r = replay(&s.url(), &trace, &out).await;
     assert_eq!(r.requests.len(), 200);
@@ -101,7 +104,7 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
     }
     // 200 requests less 40 strangers and the 16 conversations' first turns.
     assert_eq!(hits, 144, "every later turn hit");
-    let h = ctxbench::trace::render::hits(&r).unwrap();
+    let h = ctxbench::load::trace_report::hits(&r).unwrap();
     // The bound; the equality above makes every bin's gap 0.
     for b in &h.bins {
         let obs = b
@@ -116,8 +119,8 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
     let file = ctxbench::resultfile::read(&out).unwrap();
     assert_eq!(file.load.requests.len(), 200);
     let merged = ctxbench::load::merge::merge(&[("out".into(), file)]).unwrap();
-    assert_eq!(ctxbench::trace::render::hits(&merged).unwrap(), h);
-    let text = ctxbench::trace::render::text(&merged);
+    assert_eq!(ctxbench::load::trace_report::hits(&merged).unwrap(), h);
+    let text = ctxbench::load::trace_report::text(&merged);
     assert!(text.contains("prefix hits: possible"), "{text}");
     let html = ctxbench::load::render::html(&merged);
     assert!(html.contains("chart-trace-hits") && html.contains("chart-trace-ttft"));
@@ -133,11 +136,7 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corpus_blocks_share_exactly_and_text_only_servers_are_refused() {
     let _t = common::timing_lock().await;
-    let mut flags = COSTS.to_vec();
-    flags.extend(["--kv-pool-tokens", "1000000"]);
-    let s = sim(&flags).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (trace, out) = (dir.path().join("t.jsonl"), dir.path().join("out.jsonl"));
+    let (s, _dir, trace, out) = sim_and_paths(&["--kv-pool-tokens", "1000000"]).await;
     write_trace(&trace);
     let r = ctxbench::load::execute(load_args(
         &s.url(),
@@ -198,12 +197,9 @@ async fn corpus_blocks_share_exactly_and_text_only_servers_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_smaller_than_the_working_set_is_named_as_eviction() {
     let _t = common::timing_lock().await;
-    let mut flags = COSTS.to_vec();
     // 16 blocks of 512: the conversations' working set is ~10 times that.
-    flags.extend(["--kv-pool-tokens", "8192", "--context-length", "8192"]);
-    let s = sim(&flags).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (trace, out) = (dir.path().join("t.jsonl"), dir.path().join("out.jsonl"));
+    let (s, _dir, trace, out) =
+        sim_and_paths(&["--kv-pool-tokens", "8192", "--context-length", "8192"]).await;
     write_trace(&trace);
     let r = replay(&s.url(), &trace, &out).await;
     let truth = common::truth_after(&s, 201).await;
@@ -211,14 +207,14 @@ async fn a_pool_smaller_than_the_working_set_is_named_as_eviction() {
         truth.iter().any(|t| t.pool_evicted_pages > 0),
         "the simulator evicted cached pages"
     );
-    let h = ctxbench::trace::render::hits(&r).unwrap();
+    let h = ctxbench::load::trace_report::hits(&r).unwrap();
     let obs = h.observed_ratio.unwrap();
     assert!(
         obs < 0.8 * h.possible_ratio,
         "{obs} vs {}",
         h.possible_ratio
     );
-    let text = ctxbench::trace::render::text(&r);
+    let text = ctxbench::load::trace_report::text(&r);
     assert!(text.contains("eviction"), "{text}");
     assert!(
         text.contains("exceeds the server's KV pool (8192 tokens)"),
@@ -305,11 +301,7 @@ async fn bad_traces_are_refused_by_line_with_nothing_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_synthesised_trace_replays_token_exact_with_its_turns_hitting() {
     let _t = common::timing_lock().await;
-    let mut flags = COSTS.to_vec();
-    flags.extend(["--kv-pool-tokens", "1000000"]);
-    let s = sim(&flags).await;
-    let dir = tempfile::tempdir().unwrap();
-    let (trace, out) = (dir.path().join("t.jsonl"), dir.path().join("out.jsonl"));
+    let (s, _dir, trace, out) = sim_and_paths(&["--kv-pool-tokens", "1000000"]).await;
     let synth = common::bin::run_ok(&[
         "trace",
         "synth",

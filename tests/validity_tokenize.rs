@@ -10,7 +10,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use common::bin::{ctxbench, run_bounded, text};
-use common::{sim, sweep, sweep_args};
+use common::{flags, sim, sweep_args};
 use fakes::Fake;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -20,19 +20,7 @@ use std::time::Duration;
 async fn a_failing_tokenizer_falls_back_to_ordinary_ids() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--tokenize-strict"]).await;
-    let r = sweep(
-        &server.url(),
-        &[
-            "--lengths",
-            "1k,2k",
-            "--reps",
-            "2",
-            "--output-tokens",
-            "8",
-            "--no-warmup",
-        ],
-    )
-    .await;
+    let r = flags("1k,2k", 2, 8).run(&server.url()).await;
     assert_eq!(r.run.config.prompt_mode, "token_ids_by_word");
     assert_eq!(r.samples.len(), 4, "{:?}", r.errors);
     for s in &r.samples {

@@ -24,32 +24,25 @@ async fn a_vocabulary_without_text_is_measured_with_ids_from_it() {
     // The premise: the server can take no text at all, neither to tokenize nor as a prompt.
     let http = Http::new(&server.url, None).unwrap();
     let limit = Duration::from_secs(60);
-    let (status, body) = http
-        .call(
-            Method::POST,
+    for (path, body) in [
+        (
             "/tokenize",
-            Some(&json!({"content": "hello world", "add_special": false})),
-            limit,
-        )
-        .await
-        .unwrap();
-    assert!(
-        status >= 400 && body.contains("unordered_map::at"),
-        "{status} {body}"
-    );
-    let (status, body) = http
-        .call(
-            Method::POST,
+            json!({"content": "hello world", "add_special": false}),
+        ),
+        (
             "/completion",
-            Some(&json!({"prompt": "hello world", "n_predict": 1})),
-            limit,
-        )
-        .await
-        .unwrap();
-    assert!(
-        status >= 400 && body.contains("unordered_map::at"),
-        "{status} {body}"
-    );
+            json!({"prompt": "hello world", "n_predict": 1}),
+        ),
+    ] {
+        let (status, body) = http
+            .call(Method::POST, path, Some(&body), limit)
+            .await
+            .unwrap();
+        assert!(
+            status >= 400 && body.contains("unordered_map::at"),
+            "{path}: {status} {body}"
+        );
+    }
 
     // The prompts: exact length, nonce first, no special id, every id in the vocabulary.
     let conn = common::connect(&server.url, ApiChoice::Auto).await;

@@ -183,18 +183,6 @@ impl Events {
 mod tests {
     use super::*;
     use crate::backend::test_event as ev;
-    use crate::backend::typed::event_typed;
-
-    /// Folds `events` typed where it can, or all through the `Value` path (`typed: false`).
-    fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
-        crate::backend::fold_events(Events::default(), events, typed, |f, at, v| {
-            f.on_value(at, v)
-        })
-    }
-
-    fn is_typed(e: &str) -> bool {
-        matches!(event_typed::<Typed<'_>>(ev(e)), Ok(Event::Typed(_)))
-    }
 
     #[test]
     fn typed_and_value_paths_agree_on_every_shape() {
@@ -207,12 +195,6 @@ mod tests {
         let string_stop = r#"{"content":"e","tokens":[8],"stop":"no"}"#;
         let content_array = r#"{"content":["f"],"tokens":[9],"stop":false}"#;
         let last = r#"{"content":"","tokens":[],"stop":true,"stop_type":"limit","tokens_predicted":7,"tokens_evaluated":100,"truncated":false,"timings":{"cache_n":4,"prompt_n":96,"predicted_n":7,"draft_n":4,"draft_n_accepted":2}}"#;
-        for e in [piece, escaped, no_ids, nulls, empty_ids] {
-            assert!(is_typed(e), "{e}");
-        }
-        for e in [number_ids, string_stop, content_array, last] {
-            assert!(!is_typed(e), "{e}");
-        }
         let streams: [&[&str]; 4] = [
             &[piece, last],
             &[
@@ -229,18 +211,18 @@ mod tests {
             &[piece, r#"{"error":{"code":500,"message":"boom"}}"#, last],
             &[piece, escaped],
         ];
-        for events in streams {
-            assert_eq!(fold(events, true), fold(events, false), "{events:?}");
-        }
-        let out = fold(streams[1], true).unwrap();
+        let folded = crate::backend::check_typed_against_value::<Typed<'static>, Events>(
+            |f, at, v| f.on_value(at, v),
+            &[piece, escaped, no_ids, nulls, empty_ids],
+            &[number_ids, string_stop, content_array, last],
+            &streams,
+        );
+        let out = folded[1].clone().unwrap();
         assert_eq!(out.text, "aé😀 \"q\"\nébcde");
         assert_eq!(out.prompt_tokens, Some(100));
         assert_eq!(out.spec.unwrap().verify_steps, Some(5));
-        assert_eq!(
-            fold(streams[2], true),
-            Err(RequestError::ServerEvent("boom".into()))
-        );
-        assert_eq!(fold(streams[3], true), Err(RequestError::Incomplete));
+        assert_eq!(folded[2], Err(RequestError::ServerEvent("boom".into())));
+        assert_eq!(folded[3], Err(RequestError::Incomplete));
     }
 
     #[test]

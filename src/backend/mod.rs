@@ -346,6 +346,39 @@ pub(crate) fn fold_events<F: StreamFold>(
     fold.finish(done, Duration::from_secs(1))
 }
 
+/// Checks a fold's typed parse against its `Value` path: each of `typed` parses as `T`, each
+/// of `untyped` falls back to a `Value`, and every stream folds (`F` from its default, with
+/// `on_value` as the `Value` path) to the same result both ways. Returns the typed folds.
+#[cfg(test)]
+pub(crate) fn check_typed_against_value<T: typed::TypedEvent<'static>, F: StreamFold + Default>(
+    on_value: impl Fn(&mut F, Duration, &Value) -> bool,
+    typed: &[&'static str],
+    untyped: &[&'static str],
+    streams: &[&[&str]],
+) -> Vec<Result<Completion, RequestError>> {
+    let is_typed = |e: &'static str| {
+        matches!(
+            typed::event_typed::<T>(test_event(e)),
+            Ok(typed::Event::Typed(_))
+        )
+    };
+    for e in typed {
+        assert!(is_typed(e), "{e}");
+    }
+    for e in untyped {
+        assert!(!is_typed(e), "{e}");
+    }
+    let fold = |events: &[&str], typed: bool| fold_events(F::default(), events, typed, &on_value);
+    streams
+        .iter()
+        .map(|events| {
+            let out = fold(events, true);
+            assert_eq!(out, fold(events, false), "{events:?}");
+            out
+        })
+        .collect()
+}
+
 /// The message of an in-stream error event (`{"error":{"message":…}}` or `{"error":"…"}`).
 pub fn event_error_message(err: &Value) -> String {
     err.get("message")

@@ -349,19 +349,6 @@ impl Deltas {
 mod tests {
     use super::*;
     use crate::backend::test_event as ev;
-    use crate::backend::typed::event_typed;
-
-    /// Folds `events` typed where it can, or all through the `Value` path (`typed: false`).
-    fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
-        crate::backend::fold_events(Deltas::default(), events, typed, |f, at, v| {
-            f.on_value(at, v);
-            false
-        })
-    }
-
-    fn is_typed(e: &str) -> bool {
-        matches!(event_typed::<Typed<'_>>(ev(e)), Ok(Event::Typed(_)))
-    }
 
     #[test]
     fn typed_and_value_paths_agree_on_every_shape() {
@@ -384,7 +371,8 @@ mod tests {
         let last = r#"{"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"length"}],"usage":{"prompt_tokens":50,"completion_tokens":12}}"#;
         let timings = r#"{"choices":[],"usage":{"completion_tokens":12},"timings":{"prompt_n":50,"predicted_n":12,"draft_n":8,"draft_n_accepted":6}}"#;
         let metrics = r#"{"choices":[],"metrics":{"speculative_decoding":{"num_accepted_draft_tokens":5,"num_draft_tokens":9,"num_spec_steps":4}}}"#;
-        for e in [
+        // Shapes the typed parse takes, then odd ones it leaves to the `Value` path.
+        let shapes = [
             role,
             chat,
             reasoning,
@@ -394,43 +382,12 @@ mod tests {
             no_delta,
             empty,
             null_choices,
-            last,
-        ] {
-            assert!(is_typed(e), "{e}");
-        }
-        for e in [
-            float,
-            null_choice,
-            object_choices,
-            number_reason,
-            duplicate,
-            timings,
-            metrics,
-        ] {
-            assert!(!is_typed(e), "{e}");
-        }
+        ];
+        let odd = [float, null_choice, object_choices, number_reason, duplicate];
+        let every = [&shapes[..], &odd, &[last, timings, metrics, "[DONE]"]].concat();
         let streams: [&[&str]; 5] = [
             &[role, chat, last, empty, "[DONE]"],
-            &[
-                role,
-                chat,
-                reasoning,
-                null_content,
-                text,
-                null_text,
-                no_delta,
-                empty,
-                null_choices,
-                float,
-                null_choice,
-                object_choices,
-                number_reason,
-                duplicate,
-                last,
-                timings,
-                metrics,
-                "[DONE]",
-            ],
+            &every,
             &[
                 chat,
                 r#"{"error":{"message":"boom","code":500}}"#,
@@ -440,23 +397,26 @@ mod tests {
             &[chat, r#"{"choices":[{"text":"a"}"#, "[DONE]"],
             &[chat, last],
         ];
-        for events in streams {
-            assert_eq!(fold(events, true), fold(events, false), "{events:?}");
-        }
-        let out = fold(streams[1], true).unwrap();
+        let folded = crate::backend::check_typed_against_value::<Typed<'static>, Deltas>(
+            |f, at, v| {
+                f.on_value(at, v);
+                false
+            },
+            &[&shapes[..], &[last]].concat(),
+            &[&odd[..], &[timings, metrics]].concat(),
+            &streams,
+        );
+        let out = folded[1].clone().unwrap();
         assert_eq!(out.text, "é😀 \"q\"\néthinktfone!");
         assert_eq!(out.cached_tokens, Some(16));
         assert!(out.server_timings.is_some());
         assert_eq!(out.spec.unwrap().verify_steps, Some(4));
-        assert_eq!(
-            fold(streams[2], true),
-            Err(RequestError::ServerEvent("boom".into()))
-        );
+        assert_eq!(folded[2], Err(RequestError::ServerEvent("boom".into())));
         assert!(matches!(
-            fold(streams[3], true),
+            folded[3],
             Err(RequestError::Malformed { offset: 0, .. })
         ));
-        assert_eq!(fold(streams[4], true), Err(RequestError::Incomplete));
+        assert_eq!(folded[4], Err(RequestError::Incomplete));
     }
 
     fn run(events: &[&str]) -> Result<Completion, RequestError> {

@@ -249,18 +249,6 @@ mod tests {
     use crate::backend::typed::event_typed;
     use std::borrow::Cow;
 
-    /// Folds `events` typed where it can, or all through the `Value` path (`typed: false`).
-    fn fold(events: &[&str], typed: bool) -> Result<Completion, RequestError> {
-        crate::backend::fold_events(Cumulative::default(), events, typed, |f, at, v| {
-            f.on_value(at, v);
-            false
-        })
-    }
-
-    fn is_typed(e: &str) -> bool {
-        matches!(event_typed::<Typed<'_>>(ev(e)), Ok(Event::Typed(_)))
-    }
-
     #[test]
     fn typed_and_value_paths_agree_on_every_shape() {
         let normal = r#"{"text":"a","meta_info":{"id":"x","prompt_tokens":10,"cached_tokens":2,"completion_tokens":1,"finish_reason":null}}"#;
@@ -275,14 +263,6 @@ mod tests {
         let duplicate = r#"{"text":"x","text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-!","meta_info":{"completion_tokens":10}}"#;
         let mid_char = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-!\u00e9","meta_info":{"completion_tokens":11}}"#;
         let last = r#"{"text":"a b c é😀 \u00e9\ud83d\ude00 \"q\"\n+-!\u00e9z","meta_info":{"completion_tokens":12,"prompt_tokens":10,"finish_reason":{"type":"length","length":12},"e2e_latency":0.25,"spec_verify_ct":6}}"#;
-        for e in [
-            normal, nulls, no_meta, null_meta, non_ascii, escaped, mid_char,
-        ] {
-            assert!(is_typed(e), "{e}");
-        }
-        for e in [float, meta_array, text_number, duplicate, last] {
-            assert!(!is_typed(e), "{e}");
-        }
         let streams: [&[&str]; 6] = [
             &[normal, last, "[DONE]"],
             &[
@@ -305,25 +285,27 @@ mod tests {
             &[normal, r#"{"text":"a","meta_info":{"#, last],
             &[normal, no_meta, r#"{"text":"a b c","error":"late"}"#],
         ];
-        for events in streams {
-            assert_eq!(fold(events, true), fold(events, false), "{events:?}");
-        }
-        let out = fold(streams[1], true).unwrap();
+        let folded = crate::backend::check_typed_against_value::<Typed<'static>, Cumulative>(
+            |f, at, v| {
+                f.on_value(at, v);
+                false
+            },
+            &[
+                normal, nulls, no_meta, null_meta, non_ascii, escaped, mid_char,
+            ],
+            &[float, meta_array, text_number, duplicate, last],
+            &streams,
+        );
+        let out = folded[1].clone().unwrap();
         assert_eq!(out.text, "a b c é😀 é😀 \"q\"\n+-!éz");
         assert_eq!(out.completion_tokens, Some(12));
         assert_eq!(out.spec.unwrap().verify_steps, Some(6));
-        assert_eq!(
-            fold(streams[3], true),
-            Err(RequestError::ServerEvent("boom".into()))
-        );
+        assert_eq!(folded[3], Err(RequestError::ServerEvent("boom".into())));
         assert!(matches!(
-            fold(streams[4], true),
+            &folded[4],
             Err(RequestError::Malformed { offset: 0, message }) if message.starts_with("not JSON")
         ));
-        assert_eq!(
-            fold(streams[5], true),
-            Err(RequestError::ServerEvent("late".into()))
-        );
+        assert_eq!(folded[5], Err(RequestError::ServerEvent("late".into())));
     }
 
     #[test]

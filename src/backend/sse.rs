@@ -502,7 +502,7 @@ impl SseParser {
 
 /// Index of the first `\n` or `\r` in `bytes` (the byte scan is most of the parser's work
 /// on long `data` lines; `memchr` measured at least as fast as the hand-written SWAR scan it
-/// replaced, see README).
+/// replaced, see docs/testing.md).
 pub(crate) fn find_eol(bytes: &[u8]) -> Option<usize> {
     memchr::memchr2(b'\n', b'\r', bytes)
 }

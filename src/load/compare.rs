@@ -5,6 +5,7 @@ use crate::cli::Format;
 use crate::lengths::format_count;
 use crate::record::load::CellRecord;
 use crate::report::escape::escape;
+use crate::report::html::page::{plain_document, plain_table};
 use crate::report::plot::{Point, Series, Unit};
 
 /// A compared quantity of a cell.
@@ -125,7 +126,7 @@ pub fn html(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> anyhow::Res
         escape(labels.0),
         escape(labels.1)
     );
-    body.push_str(&render::html_table(&head, rows.iter().map(|r| r.to_vec())));
+    body.push_str(&plain_table(&head, rows.iter().map(|r| r.to_vec())));
     let axis = if a.cells.iter().any(|c| c.cell.rate.is_some()) {
         "rate (req/s)"
     } else {
@@ -163,7 +164,7 @@ pub fn html(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> anyhow::Res
     }
     body.push_str(&ttft.to_svg());
     body.push_str(&tps.to_svg());
-    Ok(render::page("ctxbench compare (load)", &body))
+    Ok(plain_document("ctxbench compare (load)", &body))
 }
 
 /// One file's cells of length `n` as points (load, `y`).

@@ -2,6 +2,8 @@
 //! found by doubling until a miss, then bisecting between the last pass and that miss.
 //! Assumes goodput falls with load (monotone), as queueing makes it.
 
+use crate::record::load::{CellRecord, KneeRecord};
+
 /// The outcome of a search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Knee {
@@ -55,6 +57,47 @@ pub async fn search(
         first_miss: bad,
         probes,
     })
+}
+
+/// The knee of length `n` beside the planner's count and the onset of server queueing.
+pub(crate) fn knee_record(
+    all: &[CellRecord],
+    n: u64,
+    found: &Knee,
+    planned: Option<(f64, String)>,
+) -> KneeRecord {
+    let cells: Vec<&CellRecord> = all.iter().filter(|c| c.cell.context_tokens == n).collect();
+    let queued = |c: &&&CellRecord| {
+        c.server
+            .as_ref()
+            .is_some_and(|s| s.waiting_max.is_some_and(|w| w > 0.0))
+    };
+    KneeRecord {
+        context_tokens: n,
+        axis: "concurrency".into(),
+        knee: found.knee.map(f64::from),
+        first_miss: found.first_miss.map(f64::from),
+        planned: planned.as_ref().map(|p| p.0),
+        planned_from: planned.map(|p| p.1),
+        queue_onset: cells
+            .iter()
+            .filter(queued)
+            .filter_map(|c| c.cell.concurrency.map(f64::from))
+            .reduce(f64::min),
+        probes: found
+            .probes
+            .iter()
+            .map(|(c, _)| {
+                let g = cells
+                    .iter()
+                    .find(|x| x.cell.concurrency == Some(*c))
+                    .and_then(|x| x.goodput_fraction)
+                    .unwrap_or(0.0);
+                (f64::from(*c), g)
+            })
+            .collect(),
+        shard: None,
+    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,11 @@
 use super::LoadResult;
 use crate::cli::Format;
 use crate::lengths::format_count;
-use crate::record::load::{CellRecord, KneeRecord, LoadPlan, Percentiles};
+use crate::record::load::{CellRecord, KneeRecord, LoadPlan};
 use crate::report::escape::escape;
-use crate::report::plot::{Chart, Point, ScaleKind, Series, Unit};
+use crate::report::html::page::{plain_document as page, plain_table as html_table};
+use crate::report::numbers::{ms, num};
+use crate::report::plot::{Chart, Point, Series, Unit};
 use std::path::Path;
 
 const COLUMNS: &[&str] = &[
@@ -29,18 +31,6 @@ const COLUMNS: &[&str] = &[
     "goodput_pct",
     "pass",
 ];
-
-/// A percentile in ms, `-` when there is none.
-pub(crate) fn ms(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
-    p.map(|p| format!("{:.1}", f(&p) * 1e3))
-        .unwrap_or_else(|| "-".into())
-}
-
-/// A number to `digits` places, `-` when there is none.
-pub(crate) fn num(v: Option<f64>, digits: usize) -> String {
-    v.map(|v| format!("{v:.digits$}"))
-        .unwrap_or_else(|| "-".into())
-}
 
 /// Whether the cells carry speculative decoding's acceptance (then a column shows it).
 fn with_spec(cells: &[CellRecord]) -> bool {
@@ -166,7 +156,7 @@ pub fn render(
 /// The summary of a whole result in `format`: a trace replay adds its hits (a section in
 /// text, a `trace` member in JSON; CSV stays one table).
 pub fn render_result(r: &LoadResult, format: Format) -> String {
-    let Some(hits) = crate::trace::render::hits(r) else {
+    let Some(hits) = super::trace_report::hits(r) else {
         return render(&r.plan, &r.cells, &r.knees, format);
     };
     match format {
@@ -181,7 +171,7 @@ pub fn render_result(r: &LoadResult, format: Format) -> String {
         }
         Format::Csv => render(&r.plan, &r.cells, &r.knees, format),
         Format::Table | Format::Markdown => {
-            render(&r.plan, &r.cells, &r.knees, format) + &crate::trace::render::text(r)
+            render(&r.plan, &r.cells, &r.knees, format) + &super::trace_report::text(r)
         }
     }
 }
@@ -252,29 +242,16 @@ pub fn progress_line(c: &CellRecord) -> String {
 }
 
 pub(super) fn chart(id: &str, title: &str, x: &str, y: &str, x_unit: Unit, y_unit: Unit) -> Chart {
-    Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: x.into(),
-        y_label: y.into(),
-        x_scale: ScaleKind::Linear,
-        y_scale: ScaleKind::Linear,
-        x_unit,
-        y_unit,
-        y_zero: true,
-        series: Vec::new(),
-        curves: Vec::new(),
-        empty_text: "no cells yet".into(),
-    }
+    Chart::linear(id, title, (x, y), (x_unit, y_unit), "no cells yet")
 }
 
 pub(super) fn load_x(c: &CellRecord) -> Option<f64> {
     c.cell.concurrency.map(f64::from).or(c.cell.rate)
 }
 
-/// The HTML report: latency and goodput against load per length, the Pareto curve, the
-/// knee table and the server's timeline beside the client's in-flight count.
-pub fn html(r: &LoadResult) -> String {
+/// The charts against load per length (latency, goodput) and the Pareto curve; a trace
+/// replay, whose one cell has no load axis, gets the Pareto point alone.
+fn load_charts(r: &LoadResult) -> Vec<Chart> {
     let mut lengths: Vec<u64> = r.cells.iter().map(|c| c.cell.context_tokens).collect();
     lengths.sort_unstable();
     lengths.dedup();
@@ -283,7 +260,6 @@ pub fn html(r: &LoadResult) -> String {
     } else {
         "concurrency"
     };
-    let mut charts = Vec::new();
     let series =
         |key: &str, n: u64, color: usize, f: &dyn Fn(&CellRecord) -> Option<(f64, f64)>| {
             let mut points: Vec<Point> = r
@@ -312,7 +288,7 @@ pub fn html(r: &LoadResult) -> String {
         "TTFT p50 and p99 against load",
         axis,
         "TTFT",
-        Unit::Ratio,
+        Unit::Count,
         Unit::Seconds,
     );
     let mut tpot = chart(
@@ -320,7 +296,7 @@ pub fn html(r: &LoadResult) -> String {
         "TPOT p50 against load",
         axis,
         "TPOT",
-        Unit::Ratio,
+        Unit::Count,
         Unit::Seconds,
     );
     let mut pareto = chart(
@@ -336,8 +312,8 @@ pub fn html(r: &LoadResult) -> String {
         "Goodput against load",
         axis,
         "goodput (req/s)",
-        Unit::Ratio,
-        Unit::Ratio,
+        Unit::Count,
+        Unit::Count,
     );
     for (i, &n) in lengths.iter().enumerate() {
         ttft.series.push(series("p50", n, 2 * i, &|c| {
@@ -355,7 +331,16 @@ pub fn html(r: &LoadResult) -> String {
             Some((load_x(c)?, c.goodput_rps?))
         }));
     }
-    charts.extend([ttft, tpot, pareto, good]);
+    if r.plan.trace.is_some() {
+        // A replay's one cell has no load axis: only the Pareto point is its.
+        return vec![pareto];
+    }
+    vec![ttft, tpot, pareto, good]
+}
+
+/// Per cell with scrapes: the server's running and waiting beside the client's in flight.
+fn timeline_charts(r: &LoadResult) -> Vec<Chart> {
+    let mut charts = Vec::new();
     for c in &r.cells {
         let scrapes: Vec<_> = r
             .server_metrics
@@ -375,7 +360,7 @@ pub fn html(r: &LoadResult) -> String {
             "time (s)",
             "requests",
             Unit::Seconds,
-            Unit::Ratio,
+            Unit::Count,
         );
         let mk =
             |key: &str,
@@ -410,6 +395,15 @@ pub fn html(r: &LoadResult) -> String {
         }));
         charts.push(t);
     }
+    charts
+}
+
+/// The HTML report: latency and goodput against load per length, the Pareto curve, the
+/// knee table, a trace replay's section, and the server's timeline beside the client's
+/// in-flight count; each only where the run's plan has it.
+pub fn html(r: &LoadResult) -> String {
+    let mut charts = load_charts(r);
+    charts.extend(timeline_charts(r));
     let mut body = String::new();
     body.push_str(&format!(
         "<h1>ctxbench load</h1><p>{} · model {} · plan {} · SLO {} · goodput target {}</p>",
@@ -428,39 +422,11 @@ pub fn html(r: &LoadResult) -> String {
     if !ns.is_empty() {
         body.push_str(&format!("<pre>{}</pre>", escape(&ns)));
     }
-    body.push_str(&crate::trace::render::html(r));
+    body.push_str(&super::trace_report::html(r));
     for c in &charts {
         body.push_str(&c.to_svg());
     }
     page("ctxbench load", &body)
-}
-
-/// A whole HTML page around `body`.
-pub(super) fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}\
-         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{display:block;margin:1em 0}}</style>\
-         </head><body>{body}</body></html>\n",
-        escape(title)
-    )
-}
-
-pub(super) fn html_table(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
-    let mut s = String::from("<table><tr>");
-    for c in cols {
-        s.push_str(&format!("<th>{}</th>", escape(c)));
-    }
-    s.push_str("</tr>");
-    for r in rows {
-        s.push_str("<tr>");
-        for v in r {
-            s.push_str(&format!("<td>{}</td>", escape(&v)));
-        }
-        s.push_str("</tr>");
-    }
-    s.push_str("</table>");
-    s
 }
 
 pub fn write_html(path: &Path, r: &LoadResult) -> anyhow::Result<()> {

@@ -190,30 +190,12 @@ pub fn chart(summary: &Summary) -> Chart {
 
 /// The HTML depth section, or nothing when the run has no depths.
 pub fn html(summary: &Summary) -> String {
-    use crate::report::html::page::{Cell, table};
+    use crate::report::html::page::{number_rows, table};
     if summary.depth.is_empty() {
         return String::new();
     }
-    let rows: Vec<(String, Vec<Cell>)> = rows(summary)
-        .into_iter()
-        .zip(&summary.depth)
-        .map(|(r, p)| {
-            let class = if p.n_valid == 0 { "invalid" } else { "" };
-            let last = r.len() - 1;
-            let cells = r
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    if i == last {
-                        Cell::text(c)
-                    } else {
-                        Cell::num(c)
-                    }
-                })
-                .collect();
-            (class.to_string(), cells)
-        })
-        .collect();
+    let valid = summary.depth.iter().map(|p| p.n_valid > 0);
+    let rows = number_rows(rows(summary).into_iter().zip(valid));
     format!(
         "<section id=\"depth\">\n<h2>Depth: a new turn on a cached prefix</h2>\n<p class=\"sub\">Each depth's prefix is primed once; every turn adds a fresh suffix. Cold: a request of the same total length with caches defeated. Marginal prefill = uncached suffix tokens / turn TTFT.</p>\n{}<div class=\"charts\">\n{}\n</div>\n</section>\n",
         table("depth", &HEADER, &rows, 1),

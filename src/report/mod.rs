@@ -6,6 +6,7 @@ pub mod depth;
 pub mod escape;
 pub mod html;
 pub mod markdown;
+pub mod numbers;
 pub mod plot;
 pub mod spec;
 pub mod table;

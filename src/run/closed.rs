@@ -3,7 +3,7 @@
 //! over jobs its record handler releases one by one.
 
 use super::jobs::Jobs;
-use super::runner::{InFlight, Slot, rethrow, timed};
+use super::slot::{InFlight, Slot, rethrow, timed};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;

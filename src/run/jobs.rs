@@ -2,7 +2,7 @@
 //! released one at a time by whoever handles the records (sweep: each next job is made after
 //! the previous record was handled, so its deadline learns from the sample before it).
 
-use super::runner::Budget;
+use super::slot::Budget;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -2,6 +2,7 @@
 //! open-loop schedule of absolute send times, every finished request sent over a channel to
 //! one collector that writes the result file and feeds the histograms.
 
+pub mod arrivals;
 pub mod closed;
 pub mod collector;
 pub mod hist;
@@ -9,6 +10,7 @@ pub mod jobs;
 pub mod runner;
 pub mod schedule;
 pub mod shard;
+pub mod slot;
 pub mod target;
 pub mod writer;
 

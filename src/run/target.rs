@@ -1,5 +1,6 @@
 //! What every mode needs before its first request: the built-in simulator when no URL is
-//! given, and the API key from the environment.
+//! given, and the API key from the environment. Its arrow up to `cli::TargetArgs` is
+//! defended: the target flags are one struct sweep and load share, and this is what they mean.
 
 use crate::cli::TargetArgs;
 use crate::sim::{SimConfig, SimCostArgs, SimServer};

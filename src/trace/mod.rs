@@ -1,14 +1,13 @@
-//! Production request traces: replaying them (`load --trace`) with their arrival times and
-//! prefix sharing as recorded, checking that the server's cache hit what the trace says it
-//! could, and generating one (`trace synth`) for users without their own.
+//! Production request traces as a workload with times: the format, selection, block
+//! contents, the hits each request could get, prefix groups, hit analysis of a replay, and
+//! `trace synth`. Replaying one is `load`'s (a trace is one of its arrival plans); nothing
+//! here imports from `load/`.
 
 pub mod blocks;
 pub mod expect;
 pub mod format;
 pub mod groups;
 pub mod hits;
-pub mod render;
-pub mod replay;
 pub mod select;
 pub mod synth;
 pub mod synth_cmd;

@@ -1,6 +1,6 @@
 //! Which of a trace's requests a run replays (`--trace-window`, then `--trace-limit`), and
 //! when each is sent. A shard's part is taken later, from the whole replay's requests, so
-//! that what it could hit is reckoned over all of them (`trace::replay`).
+//! that what it could hit is reckoned over all of them (`load::replay`).
 
 use super::format::TraceRequest;
 use std::str::FromStr;

@@ -8,7 +8,6 @@ use super::predict::{Twin, predict_cell};
 use crate::load::{LoadResult, merge};
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
 use crate::resultfile::ResultFile;
-use crate::run::Arrival;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -107,10 +106,6 @@ pub fn check(
 
 /// Every measured cell of a load plan, predicted.
 fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<LoadResult> {
-    let arrival = match m.plan.arrival.as_deref() {
-        Some(a) => Some(a.parse::<Arrival>().map_err(anyhow::Error::msg)?),
-        None => None,
-    };
     let mut out = LoadResult {
         cells: Vec::new(),
         knees: Vec::new(),
@@ -120,7 +115,7 @@ fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<
         plan: m.plan.clone(),
     };
     for c in &m.cells {
-        let p = predict_cell(twin, &m.plan, arrival, c.cell, timeout_s)?;
+        let p = predict_cell(twin, &m.plan, c.cell, timeout_s)?;
         super::predict::push(twin, &m.plan, &mut out, c.cell, p);
     }
     Ok(out)

@@ -1,6 +1,7 @@
-//! `ctxbench twin predict`: the plans `load` takes (closed, open, `--find-knee`) run
-//! against the profile's engine in virtual time, each cell on a fresh engine, its requests
-//! made as `load` makes them (same lengths, output tokens, budgets and seeded arrivals).
+//! `ctxbench twin predict`: the arrival plans `load` takes (closed, open, `--find-knee`)
+//! run against the profile's engine in virtual time, each cell on a fresh engine, its
+//! requests made as `load` makes them (same lengths, output tokens, budgets and seeded
+//! arrivals: load's own `run::arrivals` plan, iterated here instead of over HTTP).
 //! Traces are in `predict_trace.rs`; the records are load's own (`output.rs`).
 
 use super::cell::{self, Predicted};
@@ -9,9 +10,10 @@ use super::output;
 use super::profile::Profile;
 use crate::cli::LoadArgs;
 use crate::lengths::parse_lengths;
-use crate::load::{self, LoadResult, Mode, knee};
+use crate::load::{self, LoadResult, knee};
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
-use crate::run::{Arrival, schedule};
+use crate::run::Arrival;
+use crate::run::arrivals::{ArrivalPlan, Arrivals, PlannedCell, Shape};
 use crate::sim::scheduler::EngineConfig;
 use crate::workload::points::{self, Limit};
 use std::time::Duration;
@@ -77,131 +79,119 @@ pub fn refuse_live_flags(args: &LoadArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Predict the plan `args` describes (library entry point).
+/// Predict the plan `args` describes (library entry point): load's own arrival plan
+/// (`load::plan`), each of its cells run on a fresh engine.
 pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
     refuse_live_flags(args)?;
     if args.trace.is_some() {
         return super::predict_trace::execute(twin, args);
     }
-    let (mode, mut plan, arrival, _) = load::plan(args)?;
+    let (arrivals, mut plan, _) = load::plan::plan(args)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let lengths = points::resolve(&specs, args.output_tokens, Some(&twin.context_limit()))?;
     plan.lengths = lengths.clone();
     let mut out = output::result(twin, args, &plan, lengths.clone());
-    for &n in &lengths {
-        match &mode {
-            Mode::Closed(cs) => {
-                for &c in cs {
-                    closed_cell(twin, args, &plan, &mut out, n, c)?;
-                }
-            }
-            Mode::Open(rates) => {
-                for &r in rates {
-                    let key = CellKey {
-                        context_tokens: n,
-                        concurrency: None,
-                        rate: Some(r),
-                    };
-                    let p = predict_cell(twin, &plan, arrival, key, args.timeout)?;
-                    push(twin, &plan, &mut out, key, p);
-                }
-            }
-            Mode::Knee => knee_of(twin, args, &plan, &mut out, n)?,
+    for (li, &n) in lengths.iter().enumerate() {
+        if let Shape::Knee { max } = arrivals.shape {
+            knee_of(twin, &arrivals, &plan, &mut out, n, max, args.timeout)?;
+            continue;
+        }
+        for cell in arrivals.cells(li, n) {
+            let p = run_cell(twin, &plan, &cell, args.timeout);
+            push(twin, &plan, &mut out, cell.key, p);
         }
     }
     Ok(out)
 }
 
-/// One cell of `plan` (closed or open loop), as `load` runs it: a closed loop's budget, an
-/// open loop's seeded schedule (its seed mixed with the length's and the rate's indices in
-/// the plan). `timeout_s`: load's `--timeout`.
+/// The arrival plan a load file's plan was run from (`twin check`).
+pub fn arrival_plan(plan: &LoadPlan) -> anyhow::Result<ArrivalPlan> {
+    let shape = match plan.mode.as_str() {
+        "closed" => Shape::Closed(plan.concurrency.clone()),
+        "open" => Shape::Open {
+            rates: plan.rates.clone(),
+            arrival: plan
+                .arrival
+                .as_deref()
+                .unwrap_or("poisson")
+                .parse::<Arrival>()
+                .map_err(anyhow::Error::msg)?,
+        },
+        "knee" => Shape::Knee { max: u32::MAX },
+        other => anyhow::bail!("a load plan of mode `{other}` has no closed or open cells"),
+    };
+    Ok(ArrivalPlan {
+        shape,
+        requests: plan.requests,
+        duration: plan.duration_s.map(Duration::from_secs_f64),
+        max_concurrency: plan.max_concurrency,
+        seed: plan.seed,
+    })
+}
+
+/// The cell `key` of a load file's plan, predicted as `load` ran it: a closed loop's
+/// budget, an open loop's seeded schedule. `timeout_s`: load's `--timeout`.
 pub fn predict_cell(
     twin: &Twin,
     plan: &LoadPlan,
-    arrival: Option<Arrival>,
     key: CellKey,
     timeout_s: f64,
 ) -> anyhow::Result<Predicted> {
-    let pace = match (key.concurrency, key.rate) {
-        (Some(c), _) => Pace::Closed {
-            workers: c as usize,
-            budget: load::closed_budget(plan, c),
-        },
-        (None, Some(r)) => {
-            let index = |found: Option<usize>, what: &str| {
-                found.ok_or_else(|| anyhow::anyhow!("{what} of cell {key:?} is not in the plan"))
-            };
-            let li = index(
-                plan.lengths.iter().position(|&n| n == key.context_tokens),
-                "the length",
-            )?;
-            let ri = index(
-                plan.rates.iter().position(|x| x.to_bits() == r.to_bits()),
-                "the rate",
-            )?;
-            Pace::Open {
-                at_s: open_schedule(plan, arrival, li, ri, r),
-                cap: plan.max_concurrency.map(|m| m as usize),
-            }
+    let arrivals = arrival_plan(plan)?;
+    let cell = match key.concurrency {
+        Some(c) => arrivals.closed(key.context_tokens, c),
+        None => {
+            let li = plan
+                .lengths
+                .iter()
+                .position(|&n| n == key.context_tokens)
+                .ok_or_else(|| anyhow::anyhow!("cell {key:?}: its length is not in the plan"))?;
+            arrivals
+                .cells(li, key.context_tokens)
+                .into_iter()
+                .find(|c| c.key.same(&key))
+                .ok_or_else(|| anyhow::anyhow!("cell {key:?}: its rate is not in the plan"))?
         }
-        (None, None) => anyhow::bail!("cell {key:?} has neither a concurrency nor a rate"),
     };
+    Ok(run_cell(twin, plan, &cell, timeout_s))
+}
+
+/// How a planned cell's requests are offered, in virtual time.
+pub fn pace(arrivals: &Arrivals) -> Pace {
+    match arrivals {
+        Arrivals::Closed {
+            concurrency,
+            budget,
+        } => Pace::Closed {
+            workers: *concurrency as usize,
+            budget: *budget,
+        },
+        Arrivals::Open {
+            at,
+            max_concurrency,
+            ..
+        } => Pace::Open {
+            at_s: at.iter().map(Duration::as_secs_f64).collect(),
+            cap: max_concurrency.map(|m| m as usize),
+        },
+    }
+}
+
+/// One planned cell of fresh prompts (each its own nonce), on a fresh engine.
+fn run_cell(twin: &Twin, plan: &LoadPlan, cell: &PlannedCell, timeout_s: f64) -> Predicted {
     let prompts = Fresh {
-        prompt_tokens: key.context_tokens,
+        prompt_tokens: cell.key.context_tokens,
         output_tokens: plan.output_tokens,
         salt: 1,
     };
-    Ok(cell::run(
+    cell::run(
         &twin.engine,
-        key,
-        pace,
+        cell.key,
+        pace(&cell.arrivals),
         prompts,
         plan.seed,
         timeout_s,
-    ))
-}
-
-/// The send offsets `load` draws for rate `r` (the `ri`-th rate) at the `li`-th length:
-/// the same seed, count and span, so the same schedule.
-pub fn open_schedule(
-    plan: &LoadPlan,
-    arrival: Option<Arrival>,
-    li: usize,
-    ri: usize,
-    r: f64,
-) -> Vec<f64> {
-    let requests = plan.requests.or_else(|| {
-        plan.duration_s
-            .is_none()
-            .then(|| ((r * load::DEFAULT_OPEN_SPAN_S).ceil() as u64).max(load::MIN_REQUESTS))
-    });
-    schedule::schedule(
-        arrival.unwrap_or(Arrival::Poisson),
-        r,
-        plan.seed ^ ((li as u64) << 32) ^ ri as u64,
-        requests,
-        plan.duration_s.map(Duration::from_secs_f64),
     )
-    .into_iter()
-    .map(|d| d.as_secs_f64())
-    .collect()
-}
-
-fn closed_cell(
-    twin: &Twin,
-    args: &LoadArgs,
-    plan: &LoadPlan,
-    out: &mut LoadResult,
-    n: u64,
-    c: u32,
-) -> anyhow::Result<CellRecord> {
-    let key = CellKey {
-        context_tokens: n,
-        concurrency: Some(c),
-        rate: None,
-    };
-    let p = predict_cell(twin, plan, None, key, args.timeout)?;
-    Ok(push(twin, plan, out, key, p))
 }
 
 /// Summarise a predicted cell as `load` does and add it to the result.
@@ -222,13 +212,17 @@ pub fn push(
 /// `--find-knee` at length `n`: load's own search over predicted closed-loop cells.
 fn knee_of(
     twin: &Twin,
-    args: &LoadArgs,
+    arrivals: &ArrivalPlan,
     plan: &LoadPlan,
     out: &mut LoadResult,
     n: u64,
+    max: u32,
+    timeout_s: f64,
 ) -> anyhow::Result<()> {
-    let found = futures::executor::block_on(knee::search(args.knee_max, async |c| {
-        Ok(closed_cell(twin, args, plan, out, n, c)?.meets_target)
+    let found = futures::executor::block_on(knee::search(max, async |c| {
+        let cell = arrivals.closed(n, c);
+        let p = run_cell(twin, plan, &cell, timeout_s);
+        Ok(push(twin, plan, out, cell.key, p).meets_target)
     }))?;
     let e = &twin.engine;
     let planned = knee::planned_concurrency(
@@ -236,9 +230,9 @@ fn knee_of(
         e.page_tokens,
         Some(e.max_running as u64),
         n,
-        args.output_tokens,
+        plan.output_tokens,
     );
-    let k = load::knee_record(&out.cells, n, &found, planned);
+    let k = knee::knee_record(&out.cells, n, &found, planned);
     out.knees.push(k);
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! `twin predict --trace`: a trace replayed against the profile's engine in virtual time,
-//! selected and timed as `load --trace` does (`--trace-window`, `--trace-limit`,
+//! selected and timed as `load --trace` does (its own arrival plan, `load::replay`) (`--trace-window`, `--trace-limit`,
 //! `--time-scale`, `--max-concurrency`), equal block ids made equal tokens so the engine's
 //! prefix cache hits what the server's could.
 
 use super::cell;
-use super::clients::{Pace, Prompts};
+use super::clients::Prompts;
 use super::output;
 use super::predict::{Twin, push};
 use crate::cli::LoadArgs;
@@ -12,7 +12,8 @@ use crate::load::LoadResult;
 use crate::record::load::{CellKey, LoadPlan, TracePlan, TraceRequestInfo};
 use crate::trace::blocks::Blocks;
 use crate::trace::format::TraceRequest;
-use crate::trace::{expect, groups, replay, select};
+use crate::load::replay;
+use crate::trace::expect;
 
 /// Token ids block contents are drawn from: any ids do, the engine only compares them.
 const BLOCK_IDS: std::ops::Range<u32> = 1_000..33_000;
@@ -38,7 +39,7 @@ pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
     replay::check_context(&requests, Some(limit.tokens))?;
     let page = twin.engine.page_tokens;
     let (expected, working_set) = expect::expected(&requests, args.block_tokens, page);
-    let groups = groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..]));
+    let (arrivals, groups) = replay::arrival_plan(args, &requests);
     let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
     let trace_plan = TracePlan {
         file: args
@@ -80,14 +81,10 @@ pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
         concurrency: None,
         rate: None,
     };
-    let at_s = select::send_times(&requests, args.time_scale)
-        .into_iter()
-        .map(|d| d.as_secs_f64())
-        .collect();
-    let pace = Pace::Open {
-        at_s,
-        cap: args.max_concurrency.map(|m| m as usize),
+    let Some(planned) = arrivals.cells(0, longest).into_iter().next() else {
+        anyhow::bail!("--trace: the replay's arrival plan has no cell");
     };
+    let pace = super::predict::pace(&planned.arrivals);
     let blocks = Blocks::filler(args.block_tokens, BLOCK_IDS.collect(), args.seed)?;
     let prompts = TracePrompts {
         blocks: &blocks,

@@ -75,7 +75,13 @@ impl PromptSource {
         content: Option<&Content>,
     ) -> anyhow::Result<Self> {
         let content = content.filter(|c| c.kind != ContentKind::Filler);
-        let mode = Mode::prepare(backend, with_needle, ceiling, nonce, content).await?;
+        let want = Want {
+            backend,
+            with_needle,
+            ceiling,
+            content,
+        };
+        let mode = Mode::prepare(want, nonce).await?;
         let body = match content {
             None => None,
             Some(c) => Some(Body::prepare(backend, c, matches!(mode, Mode::Ids { .. })).await?),
@@ -128,14 +134,24 @@ impl PromptSource {
 /// How the header names filler content.
 pub const FILLER_LABEL: &str = "filler (one paragraph repeated)";
 
+/// What a prompt mode is chosen for: the server, whether prompts hide a needle, the longest
+/// prompt the server takes, and the user's content (`None`: filler).
+#[derive(Clone, Copy)]
+struct Want<'a> {
+    backend: &'a dyn Backend,
+    with_needle: bool,
+    ceiling: Option<u64>,
+    content: Option<&'a Content>,
+}
+
 impl Mode {
-    async fn prepare(
-        backend: &dyn Backend,
-        with_needle: bool,
-        ceiling: Option<u64>,
-        nonce: &mut NonceSource,
-        content: Option<&Content>,
-    ) -> anyhow::Result<Self> {
+    async fn prepare(want: Want<'_>, nonce: &mut NonceSource) -> anyhow::Result<Self> {
+        let Want {
+            backend,
+            with_needle,
+            content,
+            ..
+        } = want;
         let mut no_ids = None;
         if backend.takes_token_ids() {
             match ids_mode(backend, with_needle, content).await? {
@@ -143,7 +159,7 @@ impl Mode {
                 Err(why) => no_ids = why,
             }
         }
-        Self::prepare_text(backend, with_needle, ceiling, nonce, content)
+        Self::prepare_text(want, nonce)
             .await
             .map_err(|e| match no_ids {
                 Some(why) => {
@@ -160,13 +176,13 @@ impl Mode {
 
     /// Text prompts: cut with the server's tokenizer where it counts exactly, else sized by
     /// a calibration against its own prompt counts.
-    async fn prepare_text(
-        backend: &dyn Backend,
-        with_needle: bool,
-        ceiling: Option<u64>,
-        nonce: &mut NonceSource,
-        content: Option<&Content>,
-    ) -> anyhow::Result<Self> {
+    async fn prepare_text(want: Want<'_>, nonce: &mut NonceSource) -> anyhow::Result<Self> {
+        let Want {
+            backend,
+            with_needle,
+            ceiling,
+            content,
+        } = want;
         if backend.exact_text_lengths()
             && let Some(exact) = super::exact_text::ExactText::prepare(backend, with_needle).await?
         {

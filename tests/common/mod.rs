@@ -5,6 +5,8 @@
 pub mod bin;
 pub mod llama;
 pub mod proxy;
+pub mod records;
+pub mod report;
 pub mod sim_http;
 pub mod text_backend;
 
@@ -103,6 +105,18 @@ impl SweepFlags {
         sweep(url, &self.argv()).await
     }
 }
+
+/// Simulator costs for load tests: cheap and fixed, 20 ms prefill, 2 ms per decode step, no
+/// context terms.
+pub const FIXED_COSTS: &[&str] = &[
+    "--sim-t0", "0.020", "--sim-p0", "1e12", "--sim-q", "0", "--sim-d0", "0.002", "--sim-d1", "0",
+];
+
+/// Simulator costs for trace and delivery tests: 2 ms + 1M tok/s prefill (a 4k prompt ~6 ms,
+/// a 6k one ~8 ms), 1 ms per decode step.
+pub const FAST_PREFILL_COSTS: &[&str] = &[
+    "--sim-t0", "0.002", "--sim-p0", "1e6", "--sim-q", "0", "--sim-d0", "0.001", "--sim-d1", "0",
+];
 
 /// How long a test waits for a condition it polls (a server recording its truth after a
 /// broken stream): far above the milliseconds it takes, so a loaded machine does not fail it.
@@ -288,4 +302,25 @@ pub fn load_args(url: &str, flags: &[&str]) -> ctxbench::cli::LoadArgs {
         unreachable!()
     };
     *a
+}
+
+/// A result file's sample records hold every (length, rep) pair of `lengths` × `0..reps`
+/// exactly once.
+pub fn assert_each_pair_once(records: &[serde_json::Value], lengths: &[u64], reps: u64) {
+    let mut pairs: Vec<(u64, u64)> = records
+        .iter()
+        .filter(|v| v["type"] == "sample")
+        .map(|v| {
+            (
+                v["context_tokens"].as_u64().unwrap(),
+                v["rep"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    let want: Vec<(u64, u64)> = lengths
+        .iter()
+        .flat_map(|n| (0..reps).map(move |r| (*n, r)))
+        .collect();
+    assert_eq!(pairs, want, "each pair measured exactly once");
 }

@@ -6,6 +6,7 @@
 
 pub use super::truth_after;
 pub use clap::Parser;
+pub use ctxbench::backend::prometheus::{Exposition, read};
 pub use ctxbench::sim::{CostModel, SimConfig, SimCostArgs, SimServer};
 pub use futures::StreamExt;
 pub use serde_json::{Value, json};
@@ -193,4 +194,28 @@ pub async fn generate_at(
 /// GET `url`: the status only.
 pub async fn get_status(http: &reqwest::Client, url: &str) -> reqwest::StatusCode {
     http.get(url).send().await.expect("request sent").status()
+}
+
+/// `/metrics`, parsed; every line must be a sample the parser reads.
+pub async fn scrape(http: &reqwest::Client, url: &str) -> Exposition {
+    let response = http.get(format!("{url}/metrics")).send().await.unwrap();
+    let text = response.text().await.unwrap();
+    let m = read(&text);
+    assert!(
+        m.unreadable.is_empty(),
+        "/metrics does not parse: {:?}\n{text}",
+        m.unreadable
+    );
+    m
+}
+
+/// The one sample of a counter or gauge.
+pub fn scalar(m: &Exposition, name: &str) -> f64 {
+    let values = m.scalars(name).collect::<Vec<_>>();
+    assert_eq!(
+        values.len(),
+        1,
+        "{name} missing or not one scalar: {values:?}"
+    );
+    values[0]
 }

@@ -1,8 +1,10 @@
 //! Comparing the depth turns of two runs (`sweep --depth`): per depth in both, the turn's
 //! TTFT, marginal prefill and decode rate, B against A, with the same noise test as points.
+//! Its arrows into `sweep::depth` are defended: depths are re-summarised with the sweep's own
+//! summariser, so a comparison reads them exactly as the sweep's report did.
 
 use super::{METRICS, Metric, PointChange, change, seed};
-use crate::cli::Format;
+use crate::choices::Format;
 use crate::record::{DepthPoint, Sample, Stat};
 use crate::resultfile::ResultFile;
 use crate::sweep::depth::TURN;
@@ -72,7 +74,7 @@ pub fn text(depth: &[PointChange], format: Format) -> String {
         .iter()
         .flat_map(|p| {
             p.changes.iter().map(|ch| {
-                let mut r = super::render::cells(p.context_tokens, ch).to_vec();
+                let mut r = super::row::cells(p.context_tokens, ch).to_vec();
                 r[0] = format!("depth {}", r[0]);
                 r
             })
@@ -111,7 +113,7 @@ pub fn json(depth: &[PointChange]) -> Value {
                 json!({
                     "depth_tokens": p.context_tokens,
                     "metrics": p.changes.iter().map(|ch| json!({
-                        "metric": super::render::key(ch.metric),
+                        "metric": super::row::key(ch.metric),
                         "a": ch.a, "b": ch.b, "ratio": ch.ratio,
                         "ci95": ch.interval.map(|(lo, hi)| [lo, hi]),
                         "verdict": ch.verdict.name(),

@@ -1,7 +1,8 @@
 //! The comparison as one self-contained HTML page: both runs on the same axes, then the
 //! per-length ratios with their intervals, changes inside the noise marked.
 
-use super::render::{HEADER, cells, side_line};
+use super::render::{HEADER, side_line};
+use super::row::cells;
 use super::{Comparison, METRICS, Verdict};
 use crate::report::escape::escape;
 use crate::report::html::page::{Cell, document, notes, table};

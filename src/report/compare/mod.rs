@@ -1,10 +1,12 @@
 //! Comparing two runs point by point: per common length, each metric's medians, the ratio
 //! B/A and a bootstrap interval from the repetitions, with changes inside the noise marked.
+//! Its one arrow into `sweep` (which samples are depth turns) is defended as in `depth`.
 
 pub mod bootstrap;
 pub mod depth;
 pub mod html;
 pub mod render;
+pub mod row;
 pub mod spec;
 
 use crate::choices::Method;

@@ -11,7 +11,7 @@ use crate::record::{ErrorRecord, RunRecord, Sample, Summary};
 use crate::report::escape::escape;
 use crate::report::plot::figures;
 use crate::report::table;
-use page::{Cell, document, key_values, notes};
+use page::{document, key_values, notes};
 
 /// The whole report page. The fit is recomputed from the summary's medians when the summary
 /// carries none (a sweep still running), so the page always shows the current fit.
@@ -66,26 +66,8 @@ fn header(
 }
 
 fn summary_table(summary: &Summary) -> String {
-    let rows: Vec<(String, Vec<Cell>)> = table::rows(summary)
-        .into_iter()
-        .zip(&summary.points)
-        .map(|(r, p)| {
-            let class = if p.n_valid == 0 { "invalid" } else { "" };
-            let last = r.len() - 1;
-            let cells = r
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    if i == last {
-                        Cell::text(c)
-                    } else {
-                        Cell::num(c)
-                    }
-                })
-                .collect();
-            (class.to_string(), cells)
-        })
-        .collect();
+    let valid = summary.points.iter().map(|p| p.n_valid > 0);
+    let rows = page::number_rows(table::rows(summary).into_iter().zip(valid));
     format!(
         "<section id=\"summary\">\n<h2>Summary</h2>\n{}</section>\n",
         page::table("summary", &table::header(summary), &rows, 1)

@@ -135,3 +135,63 @@ pub fn key_values(pairs: &[(&str, String)]) -> String {
     out.push_str("</dl>\n");
     out
 }
+/// Table rows of numbers with a text last column (flags), each row classed `invalid`
+/// when its point had no valid sample: the summary's and the depth section's rows.
+pub fn number_rows<R: IntoIterator<Item = String>>(
+    rows: impl IntoIterator<Item = (R, bool)>,
+) -> Vec<(String, Vec<Cell>)> {
+    rows.into_iter()
+        .map(|(r, valid)| {
+            let r: Vec<String> = r.into_iter().collect();
+            let last = r.len().saturating_sub(1);
+            let cells = r
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i == last {
+                        Cell::text(c)
+                    } else {
+                        Cell::num(c)
+                    }
+                })
+                .collect();
+            let class = if valid { "" } else { "invalid" };
+            (class.to_string(), cells)
+        })
+        .collect()
+}
+
+/// A whole HTML page around `body`, plainly styled (the load report).
+pub fn plain_document(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}\
+         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}svg{{display:block;margin:1em 0}}</style>\
+         </head><body>{body}</body></html>\n",
+        escape(title)
+    )
+}
+
+/// A plain table: a header row, then one row per item, every cell escaped.
+pub fn plain_table(cols: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut s = String::from("<table><tr>");
+    for c in cols {
+        // The column's name whole in `data-col`; shown, it may break after an underscore,
+        // so a wide table fits its window.
+        let c = escape(c);
+        s.push_str(&format!(
+            "<th data-col=\"{c}\">{}</th>",
+            c.replace('_', "_<wbr>")
+        ));
+    }
+    s.push_str("</tr>");
+    for r in rows {
+        s.push_str("<tr>");
+        for v in r {
+            s.push_str(&format!("<td>{}</td>", escape(&v)));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    s
+}

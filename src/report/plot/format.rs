@@ -14,6 +14,10 @@ pub enum Unit {
     Tokens,
     /// A dimensionless ratio, written 1.05×.
     Ratio,
+    /// A fraction of a whole, written as a percentage: 0.8 as 80 %.
+    Percent,
+    /// A plain number (requests, workers, a rate): 4, 2.5.
+    Count,
 }
 
 impl Unit {
@@ -25,6 +29,8 @@ impl Unit {
             Unit::Tokens if v >= 0.0 && v.fract() == 0.0 => format_count(v as u64),
             Unit::Tokens => sig(v, 3),
             Unit::Ratio => format!("{}×", sig(v, 3)),
+            Unit::Percent => format!("{} %", sig(v * 100.0, 3)),
+            Unit::Count => sig(v, 3),
         }
     }
 }
@@ -104,6 +110,9 @@ mod tests {
         assert_eq!(Unit::Tokens.label(32768.0), "32k");
         assert_eq!(Unit::Tokens.label(512.0), "512");
         assert_eq!(Unit::Ratio.label(1.05), "1.05×");
+        assert_eq!(Unit::Percent.label(0.8), "80 %");
+        assert_eq!(Unit::Percent.label(0.125), "12.5 %");
+        assert_eq!(Unit::Count.label(4.0), "4");
         assert_eq!(sig(0.1234567, 3), "0.123");
         assert_eq!(sig(1234.6, 3), "1235");
     }

@@ -63,6 +63,31 @@ pub struct Chart {
 }
 
 impl Chart {
+    /// A chart on linear axes (y from 0), with no data yet; `empty_text` is shown while it
+    /// has none.
+    pub fn linear(
+        id: &str,
+        title: &str,
+        axes: (&str, &str),
+        units: (Unit, Unit),
+        empty_text: &str,
+    ) -> Chart {
+        Chart {
+            id: id.into(),
+            title: title.into(),
+            x_label: axes.0.into(),
+            y_label: axes.1.into(),
+            x_scale: ScaleKind::Linear,
+            y_scale: ScaleKind::Linear,
+            x_unit: units.0,
+            y_unit: units.1,
+            y_zero: true,
+            series: Vec::new(),
+            curves: Vec::new(),
+            empty_text: empty_text.into(),
+        }
+    }
+
     /// A log-x chart of context length against a metric, with no data yet.
     pub fn versus_context(
         id: &str,

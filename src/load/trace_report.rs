@@ -1,16 +1,17 @@
-//! A replayed trace in the load report: the hit summary and its time bins as text, and an
-//! HTML chart of possible and observed hit ratio and TTFT over the trace's time.
+//! A replayed trace's section of the load report (it belongs to trace plans): the hit
+//! summary and its time bins as text, and HTML charts of possible and observed hit ratio
+//! and TTFT over the trace's time.
 
-use super::hits::Hits;
-use crate::load::LoadResult;
-use crate::load::render::{ms, num};
+use super::LoadResult;
 use crate::report::escape::escape;
-use crate::report::plot::{Chart, Point, ScaleKind, Series, Unit};
+use crate::report::numbers::{ms, num};
+use crate::report::plot::{Chart, Point, Series, Unit};
+use crate::trace::hits::{self, Hits};
 
 /// The hits of `r`, when it is a trace replay.
 pub fn hits(r: &LoadResult) -> Option<Hits> {
     let plan = r.plan.trace.as_ref()?;
-    Some(super::hits::summarise(plan, &r.requests, &r.cells))
+    Some(hits::summarise(plan, &r.requests, &r.cells))
 }
 
 fn pct(x: Option<f64>) -> String {
@@ -72,7 +73,8 @@ pub fn text(r: &LoadResult) -> String {
     s
 }
 
-fn series(key: &str, color: usize, points: Vec<(f64, f64)>, unit: &str) -> Series {
+/// A series over the trace's time; `y` written as `unit` writes it in the tooltips.
+fn series(key: &str, color: usize, points: Vec<(f64, f64)>, unit: Unit) -> Series {
     Series {
         key: key.into(),
         label: key.into(),
@@ -83,27 +85,21 @@ fn series(key: &str, color: usize, points: Vec<(f64, f64)>, unit: &str) -> Serie
                 x,
                 y,
                 spread: None,
-                tip: format!("{key} {y:.3}{unit} at {x:.1} s"),
+                tip: format!("{key} {} at {x:.1} s", unit.label(y)),
             })
             .collect(),
     }
 }
 
 fn chart(id: &str, title: &str, y_label: &str, y_unit: Unit) -> Chart {
-    Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: "trace time, replayed (s)".into(),
-        y_label: y_label.into(),
-        x_scale: ScaleKind::Linear,
-        y_scale: ScaleKind::Linear,
-        x_unit: Unit::Seconds,
-        y_unit,
-        y_zero: true,
-        series: Vec::new(),
-        curves: Vec::new(),
-        empty_text: "no finished trace request".into(),
-    }
+    let x = "trace time, replayed (s)";
+    Chart::linear(
+        id,
+        title,
+        (x, y_label),
+        (Unit::Seconds, y_unit),
+        "no finished trace request",
+    )
 }
 
 /// The HTML section: the summary text, a hit-ratio chart and a TTFT chart over time.
@@ -115,13 +111,13 @@ pub fn html(r: &LoadResult) -> String {
         "trace-hits",
         "Prefix-hit ratio over the trace: possible vs observed",
         "cached / input tokens",
-        Unit::Ratio,
+        Unit::Percent,
     );
     ratio.series.push(series(
         "possible",
         0,
         h.bins.iter().map(|b| (b.t_s, b.possible_ratio)).collect(),
-        "",
+        Unit::Percent,
     ));
     ratio.series.push(series(
         "observed",
@@ -130,7 +126,7 @@ pub fn html(r: &LoadResult) -> String {
             .iter()
             .filter_map(|b| Some((b.t_s, b.observed_ratio?)))
             .collect(),
-        "",
+        Unit::Percent,
     ));
     let mut ttft = chart(
         "trace-ttft",
@@ -145,7 +141,7 @@ pub fn html(r: &LoadResult) -> String {
             .iter()
             .filter_map(|b| Some((b.t_s, b.ttft_p50_s?)))
             .collect(),
-        " s",
+        Unit::Seconds,
     ));
     format!(
         "<h2>Trace replay</h2><pre>{}</pre>{}{}",

@@ -1,10 +1,8 @@
 //! Shared fixtures for the report tests: runs built in code from the simulator's cost model
 //! (no server), and a small attribute reader for structural checks of the HTML and SVG.
-#![allow(dead_code)]
 
-use ctxbench::record::{
-    ErrorRecord, NeedleResult, Record, RunConfig, RunRecord, Sample, Target, flag,
-};
+pub use super::records::run_record;
+use ctxbench::record::{ErrorRecord, NeedleResult, Record, RunRecord, Sample, flag};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -37,37 +35,6 @@ impl Cost {
     /// Mean decode step over `out` tokens generated after a prompt of `n`.
     pub fn step_s(&self, n: u64, out: u64) -> f64 {
         self.d0 + self.d1 * (n as f64 + out as f64 / 2.0)
-    }
-}
-
-pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
-    RunRecord {
-        schema: 1,
-        tool_version: "0.1.0".into(),
-        started_at: "2025-01-01T00:00:00Z".into(),
-        target: Target {
-            url: "http://127.0.0.1:30000".into(),
-            api: "sglang".into(),
-            model: Some(model.into()),
-            server_info: serde_json::json!({"context_length": 131072}),
-            checks: Default::default(),
-        },
-        config: RunConfig {
-            lengths: lengths.to_vec(),
-            output_tokens: 64,
-            reps,
-            method: "stream".into(),
-            cache_bust: "auto".into(),
-            needle: false,
-            needle_depths: vec![],
-            timeout: "auto".into(),
-            seed: 0,
-            prompt_mode: "token_ids".into(),
-            rtt_s: Some(0.0002),
-            simulator: None,
-            depth: None,
-            content: None,
-        },
     }
 }
 

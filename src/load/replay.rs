@@ -1,29 +1,29 @@
-//! `ctxbench load --trace`: the trace's requests sent at their recorded times (scaled), open
-//! loop on the shared runner, each prompt built from its block ids, each record carrying what
+//! `ctxbench load --trace`: the trace's requests sent at their recorded times (scaled), an
+//! arrival plan of one open-loop cell run by `exec` like any other, each prompt built from its block ids, each record carrying what
 //! the trace made possible beside what the server reported.
 
-use super::blocks::Blocks;
-use super::expect::{self, Expected};
-use super::format::{self, TraceRequest};
-use super::groups;
-use super::select::{self, Window};
+use super::exec::{self, Ctx};
+use super::setup::{self, Heads, Output};
+use super::{LoadResult, request, slo, telemetry};
 use crate::backend::{Backend, GenRequest, Prompt};
 use crate::cli::LoadArgs;
-use crate::load::{self, Ctx, Heads, LoadResult, request};
 use crate::record::Record;
 use crate::record::load::{CellKey, LoadPlan, ShardTag, TracePlan, TraceRequestInfo};
+use crate::run;
+use crate::run::arrivals::{ArrivalPlan, Shape};
 use crate::run::shard::Shard;
-use crate::run::{self, Budget, Collector, Load, Pacing};
+use crate::trace::blocks::Blocks;
+use crate::trace::expect::{self, Expected};
+use crate::trace::format::{self, TraceRequest};
+use crate::trace::groups;
+use crate::trace::select::{self, Window};
 use crate::workload::NonceSource;
 use rand::RngExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// As `load --rate`: the pacing thread spins this long before each send.
-const SEND_SPIN: Duration = Duration::from_micros(250);
-
 /// Everything checked before connecting: the trace read and selected, the flags sane.
-pub(crate) fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
+pub fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Window>)> {
     let path = args
         .trace
         .as_ref()
@@ -55,6 +55,25 @@ pub(crate) fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Opt
         );
     }
     Ok((chosen, window))
+}
+
+/// A replay's arrival plan from its flags and the selected trace alone (no server): one
+/// open-loop cell at the trace's send times, scaled, each request in its prefix group; its
+/// cell's length is the longest input. Also each request's group.
+pub fn arrival_plan(args: &LoadArgs, requests: &[TraceRequest]) -> (ArrivalPlan, Arc<[usize]>) {
+    let groups: Arc<[usize]> =
+        groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..])).into();
+    let plan = ArrivalPlan {
+        shape: Shape::Trace {
+            at: select::send_times(requests, args.time_scale),
+            groups: groups.clone(),
+        },
+        requests: None,
+        duration: None,
+        max_concurrency: args.max_concurrency,
+        seed: args.seed,
+    };
+    (plan, groups)
 }
 
 /// The salt of this run's block contents: fresh per run, so no earlier run's cache serves
@@ -117,8 +136,6 @@ struct Shot {
     expected: Arc<[Expected]>,
     /// Each request's prefix group (`trace::groups`).
     groups: Arc<[usize]>,
-    /// Index in `requests` of each request this process sends, in send order.
-    mine: Arc<[usize]>,
     shard: Option<ShardTag>,
     deadline: Duration,
     cell: CellKey,
@@ -126,10 +143,9 @@ struct Shot {
 }
 
 impl Shot {
-    async fn fire(&self, mut slot: run::Slot) -> Record {
-        // Records keep the request's index in the whole (unsharded) replay.
-        let i = self.mine[slot.index as usize];
-        slot.index = i as u64;
+    /// Send request `slot.index` of the whole (unsharded) replay.
+    async fn fire(&self, slot: run::Slot) -> Record {
+        let i = slot.index as usize;
         let t = &self.requests[i];
         let e = self.expected[i];
         let req = GenRequest {
@@ -158,10 +174,74 @@ impl Shot {
     }
 }
 
+/// The record's plan of a replay: the trace's own part (what was read and how it is sent)
+/// and the load plan around it. `cache`: page size, working set and KV pool, in tokens.
+fn load_plan(
+    args: &LoadArgs,
+    requests: &[TraceRequest],
+    window: Option<Window>,
+    cache: (u64, u64, Option<u64>),
+    content_label: String,
+) -> anyhow::Result<LoadPlan> {
+    let slo = slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    let (page, working_set, kv_pool_tokens) = cache;
+    let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
+    let trace_plan = TracePlan {
+        file: args
+            .trace
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        format: args.trace_format.name().into(),
+        block_tokens: args.block_tokens,
+        time_scale: args.time_scale,
+        limit: args.trace_limit,
+        window: window.and(args.trace_window.clone()),
+        requests: requests.len() as u64,
+        page_tokens: page,
+        working_set_tokens: working_set,
+        kv_pool_tokens,
+        content: content_label,
+    };
+    Ok(LoadPlan {
+        mode: "trace".into(),
+        lengths: vec![longest],
+        concurrency: Vec::new(),
+        rates: Vec::new(),
+        arrival: Some("trace".into()),
+        max_concurrency: args.max_concurrency,
+        requests: Some(requests.len() as u64),
+        duration_s: None,
+        output_tokens: requests.iter().map(|r| r.output_length).max().unwrap_or(0),
+        slo,
+        goodput_target: args.goodput_target,
+        seed: args.seed,
+        trace: Some(trace_plan),
+        shard: None,
+        start: None,
+    })
+}
+
+/// Warm-up, excluded: a connection and the server's first-request costs, on a prompt of
+/// its own nonce that shares nothing with the trace.
+async fn warm_up(backend: &dyn Backend, heads: &Heads, timeout_s: f64) {
+    let warm = GenRequest {
+        prompt: heads.next(),
+        max_tokens: 1,
+        ignore_eos: true,
+        cache_prompt: false,
+        deadline: Duration::from_secs_f64(timeout_s),
+    };
+    if let Err(e) = backend.generate(&warm).await {
+        eprintln!("warning: the warm-up request failed: {e}");
+    }
+}
+
 /// Replay the trace `args.trace` names (library entry point; `load::execute` comes here).
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let (requests, window) = prepare(&args)?;
-    let slo = load::slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    let (arrivals, groups) = arrival_plan(&args, &requests);
+    slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
     let run::target::Connection {
         sim: _sim,
         url,
@@ -180,7 +260,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         anyhow::bail!("{}", text_only(conn.backend.api()));
     }
     let mut nonce = NonceSource::from_entropy();
-    let mut prompts = load::prompt_source(&args, conn.backend.as_ref(), None, &mut nonce).await?;
+    let mut prompts = setup::prompt_source(&args, conn.backend.as_ref(), None, &mut nonce).await?;
     let vocab = prompts
         .id_vocabulary()
         .cloned()
@@ -188,55 +268,31 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let shard = Shard::resolve(args.shard, args.shards, |k| std::env::var(k).ok())
         .map_err(anyhow::Error::msg)?;
     let salt = salt(&args, shard, &requests);
-    let mut blocks = Blocks::filler(args.block_tokens, vocab.nonce_pool.clone(), salt)?;
-    if prompts.has_content() {
-        blocks = blocks
-            .from_content(&mut prompts, conn.backend.as_ref(), &requests)
-            .await?;
-    }
+    let blocks = Blocks::filler(args.block_tokens, vocab.nonce_pool.clone(), salt)?;
+    let blocks = match prompts.has_content() {
+        true => {
+            let backend = conn.backend.as_ref();
+            blocks
+                .from_content(&mut prompts, backend, &requests)
+                .await?
+        }
+        false => blocks,
+    };
     let page = info.page_size.unwrap_or(1).max(1);
     // Over the whole replay, also on a shard: the server's cache holds every shard's blocks.
     let (expected, working_set) = expect::expected(&requests, args.block_tokens, page);
-    let groups = groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..]));
     let content_label = prompts.content_label();
     eprintln!("content: {content_label}");
     let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
-    let trace_plan = TracePlan {
-        file: args
-            .trace
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        format: args.trace_format.name().into(),
-        block_tokens: args.block_tokens,
-        time_scale: args.time_scale,
-        limit: args.trace_limit,
-        window: window.and(args.trace_window.clone()),
-        requests: requests.len() as u64,
-        page_tokens: page,
-        working_set_tokens: working_set,
-        kv_pool_tokens: info.kv_pool_tokens,
-        content: content_label.clone(),
-    };
-    let mut plan = LoadPlan {
-        mode: "trace".into(),
-        lengths: vec![longest],
-        concurrency: Vec::new(),
-        rates: Vec::new(),
-        arrival: Some("trace".into()),
-        max_concurrency: args.max_concurrency,
-        requests: Some(requests.len() as u64),
-        duration_s: None,
-        output_tokens: requests.iter().map(|r| r.output_length).max().unwrap_or(0),
-        slo,
-        goodput_target: args.goodput_target,
-        seed: args.seed,
-        trace: Some(trace_plan),
-        shard: None,
-        start: None,
-    };
-    let gate = load::shard_and_start(&args, shard, &mut plan, &conn.http).await?;
-    let run = load::run_record(
+    let mut plan = load_plan(
+        &args,
+        &requests,
+        window,
+        (page, working_set, info.kv_pool_tokens),
+        content_label.clone(),
+    )?;
+    let gate = setup::shard_and_start(&args, shard, &mut plan, &conn.http).await?;
+    let run = setup::run_record(
         &args,
         &url,
         &conn,
@@ -244,66 +300,37 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         prompts.mode().name(),
         content_label,
     )?;
-    let (writer, run, _, _) = load::open_output(&args, run, &plan)?;
-    let metrics = load::telemetry::available(&conn.http).await;
+    // A replay is one cell, run whole: a resumed file's records are not carried over.
+    let output = Output {
+        done: Vec::new(),
+        requests: Vec::new(),
+        server_metrics: Vec::new(),
+        ..setup::open_output(&args, run, &plan)?
+    };
+    let metrics = telemetry::available(&conn.http).await;
     let backend: Arc<dyn Backend> = Arc::from(conn.backend);
     let heads = Arc::new(Heads::new(Some(vocab), nonce));
-    // Warm-up, excluded: a connection and the server's first-request costs, on a prompt of
-    // its own nonce that shares nothing with the trace.
-    let warm = GenRequest {
-        prompt: heads.next(),
-        max_tokens: 1,
-        ignore_eos: true,
-        cache_prompt: false,
-        deadline: Duration::from_secs_f64(args.timeout),
-    };
-    if let Err(e) = backend.generate(&warm).await {
-        eprintln!("warning: the warm-up request failed: {e}");
-    }
+    warm_up(backend.as_ref(), &heads, args.timeout).await;
+    let deadline = Duration::from_secs_f64(args.timeout);
+    let http = conn.http.clone();
     let mut ctx = Ctx {
-        backend: backend.clone(),
-        http: conn.http.clone(),
-        collector: Collector::new(writer),
-        heads,
-        plan: plan.clone(),
         metrics,
-        deadline: Duration::from_secs_f64(args.timeout),
-        done: Vec::new(),
         shard,
         gate,
-        out: LoadResult {
-            run,
-            plan,
-            cells: Vec::new(),
-            knees: Vec::new(),
-            requests: Vec::new(),
-            server_metrics: Vec::new(),
-        },
+        ..Ctx::new(output, &plan, backend.clone(), http, heads, deadline)
     };
     let key = CellKey {
         context_tokens: longest,
         concurrency: None,
         rate: None,
     };
-    let all_at = select::send_times(&requests, args.time_scale);
-    let mine: Vec<usize> = (0..requests.len())
-        .filter(|&i| shard.is_none_or(|s| s.owns_group(groups[i])))
-        .collect();
-    if mine.is_empty() {
-        let s = shard.map(|s| s.to_string()).unwrap_or_default();
-        let note = format!("no prefix group of the trace falls to shard {s}");
-        load::empty_cell(&mut ctx, key, None, note).await?;
-        return Ok(ctx.out);
-    }
-    let at = mine.iter().map(|&i| all_at[i]).collect();
     let shot = Arc::new(Shot {
         backend,
         blocks: Arc::new(blocks),
         t0_ms: requests[0].timestamp_ms,
         requests: requests.into(),
         expected: expected.into(),
-        groups: groups.into(),
-        mine: mine.into(),
+        groups,
         shard: ctx.plan.shard,
         deadline: ctx.deadline,
         cell: key,
@@ -312,12 +339,9 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         let shot = shot.clone();
         async move { shot.fire(slot).await }
     };
-    let load = Load::Open {
-        at,
-        max_concurrency: args.max_concurrency.map(|m| m as usize),
-        pacing: Pacing::Thread { spin: SEND_SPIN },
-    };
-    load::run_cell_with(&mut ctx, key, load, Budget::Requests(0), None, send).await?;
+    for cell in arrivals.cells(0, longest) {
+        exec::run_planned(&mut ctx, cell, send.clone()).await?;
+    }
     Ok(ctx.out)
 }
 
