@@ -9,11 +9,11 @@ use super::output;
 use super::predict::{Twin, push};
 use crate::cli::LoadArgs;
 use crate::load::LoadResult;
+use crate::load::replay;
 use crate::record::load::{CellKey, LoadPlan, TracePlan, TraceRequestInfo};
 use crate::trace::blocks::Blocks;
-use crate::trace::format::TraceRequest;
-use crate::load::replay;
 use crate::trace::expect;
+use crate::trace::format::TraceRequest;
 
 /// Token ids block contents are drawn from: any ids do, the engine only compares them.
 const BLOCK_IDS: std::ops::Range<u32> = 1_000..33_000;
