@@ -50,6 +50,7 @@ fn engine() -> EngineConfig {
             },
             overhead: 0.001,
             d2: 2.0e-4,
+            spec_draft: Default::default(),
         },
         max_batch_tokens: 8_192,
         max_running: 64,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README): builds the real peer (llama.cpp's llama-server and a
-# tiny random-weight model, cached under ~/.cache/ctxbench/) when missing, then runs every test.
+# tiny random-weight model, cached under ~/.cache/ctxbench/) when missing, and the release
+# wheel and portable binary (scripts/dist.sh), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,5 +18,10 @@ if ! command -v kubectl >/dev/null; then
     echo "== kubectl for the manifest test" >&2
     apt-get install -y kubernetes-client >&2 || { apt-get update >&2 && apt-get install -y kubernetes-client >&2; }
 fi
+echo "== release artefacts: manylinux2014 wheel and portable binary (one release compile)" >&2
+# tests/dist_*.rs install the wheel into a fresh venv and check the binary's glibc floor.
+dist_env="$(bash scripts/dist.sh)" # an assignment, so that set -e stops on a failed build
+eval "$dist_env"
+export CTXBENCH_WHEEL CTXBENCH_PORTABLE
 echo "== cargo test" >&2
 cargo test --lib --bins --tests --no-fail-fast "$@"

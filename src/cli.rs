@@ -19,7 +19,7 @@ Tokens are counted from the server's cumulative counts, never from the number of
 #[derive(Parser, Debug)]
 #[command(
     name = "ctxbench",
-    version,
+    version = crate::cli_docs::VERSION_LINE,
     about = "Measure how an LLM inference server performs as the context grows",
     long_about = "ctxbench measures a running LLM server (SGLang, vLLM, llama.cpp, TGI, Ollama, \
 any OpenAI-compatible endpoint) across context lengths: TTFT, prefill tok/s, decode tok/s and \
@@ -52,6 +52,13 @@ pub enum Command {
     Trace(TraceArgs),
     /// The calibrated twin: predict load plans in virtual time and check the predictions.
     Twin(TwinArgs),
+    /// JSON Schema of the result file's records: all kinds (chosen by `type`), or one.
+    Schema(crate::schema::SchemaArgs),
+    /// Shell completion script (bash, zsh, fish) on stdout.
+    Completions(crate::cli_docs::CompletionsArgs),
+    /// The man page (roff) on stdout, or all pages into a folder.
+    #[command(hide = true)]
+    Man(crate::cli_docs::ManArgs),
 }
 
 /// `ctxbench twin ...`.

@@ -7,6 +7,7 @@ pub mod cache_capacity;
 pub mod capacity;
 pub mod choices;
 pub mod cli;
+pub mod cli_docs;
 pub mod exit;
 pub mod fit;
 pub mod lengths;
@@ -17,12 +18,14 @@ pub mod report;
 pub mod report_cmd;
 pub mod resultfile;
 pub mod run;
+pub mod schema;
 pub mod sim;
 pub mod stats;
 pub mod summary;
 pub mod sweep;
 pub mod trace;
 pub mod twin;
+pub mod truncation;
 pub mod workload;
 
 use cli::{Cli, Command};
@@ -41,5 +44,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
         },
         Command::Twin(args) => twin::cmd::run(args.command),
+        Command::Schema(args) => schema::run(args),
+        Command::Completions(args) => cli_docs::run_completions(args),
+        Command::Man(args) => cli_docs::run_man(args),
     }
 }

@@ -1,6 +1,7 @@
 //! The result file's schema (JSONL, schema 1): stable types kept apart from internal ones,
 //! so the file format changes only on purpose.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -13,7 +14,7 @@ pub use load::Percentiles;
 /// One line of a result file.
 // One run record per file: boxing it would buy nothing but indirection.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     Run(RunRecord),
@@ -32,7 +33,7 @@ pub enum Record {
     Knee(crate::record::load::KneeRecord),
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct RunRecord {
     pub schema: u32,
     pub tool_version: String,
@@ -41,7 +42,7 @@ pub struct RunRecord {
     pub config: RunConfig,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Target {
     /// The server's base URL, credentials removed.
     pub url: String,
@@ -56,7 +57,7 @@ pub struct Target {
 }
 
 /// Measured properties of the target that decide how samples are checked.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct TargetChecks {
     /// Tokens the API itself puts ahead of every prompt (template, BOS), measured from the
     /// cached-token counts of probes with different nonces; tolerated in the cache check.
@@ -73,7 +74,7 @@ pub struct TargetChecks {
 }
 
 /// A server's instance marker as recorded (the file's copy of `backend::instance`'s).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Instance {
     /// An id that differs on every start.
@@ -87,7 +88,7 @@ pub enum Instance {
 }
 
 /// Transport check: tiny requests over fresh and reused connections, HTTP vs TCP round trip.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct TransportCheck {
     pub tcp_connect_s: Option<f64>,
     pub http_rtt_s: Option<f64>,
@@ -104,7 +105,7 @@ pub struct TransportCheck {
 
 /// Everything that shapes the measurements; `--resume` refuses a file whose config differs
 /// (lengths aside).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct RunConfig {
     pub lengths: Vec<u64>,
     pub output_tokens: u64,
@@ -116,7 +117,8 @@ pub struct RunConfig {
     pub needle_depths: Vec<f64>,
     pub timeout: String,
     pub seed: u64,
-    /// How prompts reach the exact length: `token_ids`, `tokenized_text` or `calibrated_text`.
+    /// How prompts reach the exact length: `token_ids`, `tokenized_text`, `probed_text` or
+    /// `calibrated_text`.
     pub prompt_mode: String,
     /// Round-trip time to the server before the sweep (median of a few `/health`-like calls).
     pub rtt_s: Option<f64>,
@@ -132,7 +134,7 @@ pub struct RunConfig {
 }
 
 /// How a depth run (`sweep --depth`) was set up.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct DepthConfig {
     pub depths: Vec<u64>,
     pub turn_tokens: u64,
@@ -143,7 +145,7 @@ pub struct DepthConfig {
 }
 
 /// One measured request (or one two-point pair).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct Sample {
     pub context_tokens: u64,
     pub prompt_tokens: Option<u64>,
@@ -188,7 +190,7 @@ pub struct Sample {
 }
 
 /// Where a prompt's body came from: spans of the content's documents, in the order used.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct SourceRecord {
     /// `tokens` (ids from the server's tokenizer) or `pieces` (words with their whitespace).
     pub unit: String,
@@ -209,7 +211,7 @@ impl SourceRecord {
 }
 
 /// Units `[start, end)` of one document (a corpus file, or a dataset entry).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct DocSpan {
     pub doc: String,
     pub start: u64,
@@ -217,7 +219,9 @@ pub struct DocSpan {
 }
 
 /// Where a sample's speculative-decoding figures came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SpecSource {
     /// Per-request counts from the server itself (SGLang `meta_info`, llama.cpp `timings`,
@@ -251,9 +255,12 @@ impl std::fmt::Display for SpecSource {
 }
 
 /// Speculative-decoding acceptance of one request.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct SpecStats {
-    /// Output tokens per verification step (for `events_proxy`: tokens per stream event).
+    /// Decode tokens per verification step: (output − 1) / verify steps, the first
+    /// (prefill) token left out — one definition for every source (see `backend::spec`);
+    /// for `events_proxy`, tokens per stream event after the first. Files written before
+    /// this definition counted the first token in the numerator (SGLang's, llama.cpp's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_length: Option<f64>,
     /// Accepted draft tokens / drafted tokens.
@@ -266,10 +273,16 @@ pub struct SpecStats {
     pub draft_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_tokens: Option<u64>,
+    /// The acceptance length the server states itself, by its own definition: SGLang's
+    /// `spec_accept_length` (completion tokens / verify steps = ours + 1 / steps), vLLM's
+    /// `mean_acceptance_length` or, from `/metrics` deltas, 1 + accepted / drafts (equal to
+    /// ours when every decode step drafts). None where the server states none (llama.cpp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_accept_length: Option<f64>,
     pub source: SpecSource,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct NeedleResult {
     pub depth: f64,
     pub expected: String,
@@ -277,7 +290,7 @@ pub struct NeedleResult {
     pub ok: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct ErrorRecord {
     pub context_tokens: u64,
     pub rep: u32,
@@ -287,7 +300,7 @@ pub struct ErrorRecord {
     pub method: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct Summary {
     pub points: Vec<PointSummary>,
     /// Fitted scaling laws, when enough points exist.
@@ -303,7 +316,7 @@ pub struct Summary {
 
 /// One depth of a `sweep --depth` run: a turn of `turn_tokens` on a cached prefix of
 /// `depth_tokens`, beside a cold request of the same total length.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct DepthPoint {
     pub depth_tokens: u64,
     pub turn_tokens: u64,
@@ -329,7 +342,7 @@ pub struct DepthPoint {
 }
 
 /// Median and spread of one metric over the valid samples of a point.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Stat {
     pub median: f64,
     pub min: f64,
@@ -339,7 +352,7 @@ pub struct Stat {
     pub n: usize,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct PointSummary {
     pub context_tokens: u64,
     pub prompt_tokens: Option<u64>,
@@ -368,8 +381,9 @@ pub struct PointSummary {
     pub outliers: usize,
     #[serde(default)]
     pub needle: Vec<NeedleCell>,
-    /// Speculative decoding: output tokens per verification step, over the streamed valid
-    /// samples of `spec_source` (one sample, one value: the per-request distribution).
+    /// Speculative decoding: decode tokens per verification step ((output − 1) / verify
+    /// steps), over the streamed valid samples of `spec_source` (one sample, one value:
+    /// the per-request distribution).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_length: Option<Stat>,
     /// Accepted / drafted tokens, where the source counts drafts.
@@ -378,9 +392,13 @@ pub struct PointSummary {
     /// Where `accept_length` came from (`events_proxy` is a proxy, shown as such).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_source: Option<SpecSource>,
+    /// Median of the server's own stated acceptance length over the same samples, by its
+    /// own definition (see `SpecStats::server_accept_length`), shown beside ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_accept_length: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct NeedleCell {
     pub depth: f64,
     pub passed: usize,
@@ -393,7 +411,7 @@ macro_rules! flags {
     ($($variant:ident = $name:literal, $constant:ident, invalidates: $inv:literal;)*) => {
         /// A sample flag: what went wrong with, or is notable about, one sample. On disk each
         /// is its snake_case name (the file format predates the enum and does not change).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
         pub enum Flag {
             $(#[serde(rename = $name)] $variant,)*
         }

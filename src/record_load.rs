@@ -1,12 +1,13 @@
 //! Load-file records (`ctxbench load`): per request, per scrape, per cell, per knee. Added
 //! beside the sweep's records so old files read unchanged.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// p50/p90/p99 (and mean, max, count) of one quantity.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Percentiles {
     pub p50: f64,
     pub p90: f64,
@@ -17,7 +18,7 @@ pub struct Percentiles {
 }
 
 /// Latency bounds a request must meet to count toward goodput.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Slo {
     pub ttft_s: Option<f64>,
     pub tpot_s: Option<f64>,
@@ -26,7 +27,7 @@ pub struct Slo {
 
 /// The load plan, so that `report` can merge files of the same plan and `--resume` can
 /// refuse a different one.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct LoadPlan {
     /// `closed`, `open` or `knee`.
     pub mode: String,
@@ -83,8 +84,22 @@ impl<'de> Deserialize<'de> for PlanHash {
     }
 }
 
+impl JsonSchema for PlanHash {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PlanHash".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "The hash of a load plan as run unsharded: 16 hex digits.",
+            "type": "string",
+            "pattern": "^[0-9a-fA-F]{16}$"
+        })
+    }
+}
+
 /// What every record of a sharded run carries: which shard, of how many, of which plan.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 pub struct ShardTag {
     /// 0-based, as `JOB_COMPLETION_INDEX`.
     pub shard: u32,
@@ -93,7 +108,7 @@ pub struct ShardTag {
 }
 
 /// `--start-at`: the agreed start and this client's clock against the server's.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct StartSync {
     /// RFC 3339, UTC.
     pub start_at: String,
@@ -105,7 +120,7 @@ pub struct StartSync {
 }
 
 /// How a trace was replayed, and what the report needs to judge its hits.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct TracePlan {
     pub file: String,
     /// `mooncake` or `jsonl`.
@@ -128,7 +143,7 @@ pub struct TracePlan {
 }
 
 /// A replayed trace request: where it came from and what its sharing makes possible.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct TraceRequestInfo {
     /// Line in the trace file.
     pub line: usize,
@@ -151,7 +166,7 @@ pub struct TraceRequestInfo {
 }
 
 /// Which cell a record belongs to: a length and either a concurrency or a rate.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct CellKey {
     pub context_tokens: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,14 +192,14 @@ impl CellKey {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct RequestFailure {
     pub kind: String,
     pub message: String,
 }
 
 /// One request of a load cell. Times are seconds; `*_s` offsets are from the cell's start.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct RequestRecord {
     #[serde(flatten)]
     pub cell: CellKey,
@@ -236,7 +251,7 @@ impl RequestRecord {
 }
 
 /// One scrape of the server's Prometheus metrics, beside the client's in-flight count.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct ServerMetricsRecord {
     #[serde(flatten)]
     pub cell: CellKey,
@@ -251,7 +266,7 @@ pub struct ServerMetricsRecord {
 
 /// What one scrape of the server's metrics says; a field is `None` when the server does
 /// not export it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct ServerReading {
     pub running: Option<f64>,
     pub waiting: Option<f64>,
@@ -270,7 +285,7 @@ impl ServerReading {
 }
 
 /// What the server's metrics said over a cell.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct ServerCell {
     pub scrapes: u64,
     pub running_max: Option<f64>,
@@ -285,7 +300,7 @@ pub struct ServerCell {
 }
 
 /// One finished cell.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct CellRecord {
     #[serde(flatten)]
     pub cell: CellKey,
@@ -328,6 +343,10 @@ pub struct CellRecord {
     pub accept_length_median: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_source: Option<crate::record::SpecSource>,
+    /// Speculative decoding: the verify steps of the cell's requests per second of its
+    /// window, summed over requests (output tok/s ≈ accept length × this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_steps_per_s: Option<f64>,
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardTag>,
     /// Sharded closed loop: the workers this shard ran of the cell's concurrency (0: it
@@ -341,7 +360,7 @@ pub struct CellRecord {
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct KneeRecord {
     pub context_tokens: u64,
     /// `concurrency` or `rate`.

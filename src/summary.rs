@@ -153,8 +153,20 @@ fn point(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> PointSummary {
             .collect(),
         accept_length: spec.as_ref().and_then(|(_, l, _)| Stat::of(l)),
         accept_rate: spec.as_ref().and_then(|(_, _, r)| Stat::of(r)),
+        server_accept_length: server_figure(&stream, spec.as_ref().map(|(s, _, _)| *s)),
         spec_source: spec.map(|(source, _, _)| source),
     }
+}
+
+/// The median of the server's own stated acceptance length over the samples of `source`.
+fn server_figure(samples: &[&Sample], source: Option<SpecSource>) -> Option<f64> {
+    let v: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.spec.as_ref())
+        .filter(|s| Some(s.source) == source)
+        .filter_map(|s| s.server_accept_length)
+        .collect();
+    crate::stats::median(&v)
 }
 
 pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
@@ -214,6 +226,13 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
         notes.push(format!(
             "the server truncated prompts silently from {n} tokens on: results at and beyond it are invalid"
         ));
+    } else if let Some(p) = crate::truncation::plateau(
+        &points
+            .iter()
+            .filter_map(|p| Some((p.context_tokens, p.prompt_tokens?)))
+            .collect::<Vec<_>>(),
+    ) {
+        notes.push(p.note());
     }
     notes.extend(depth_notes);
     Summary {
@@ -306,6 +325,7 @@ mod tests {
             verify_steps: None,
             draft_tokens: None,
             accepted_tokens: None,
+            server_accept_length: None,
             source,
         })
     }

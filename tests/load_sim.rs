@@ -660,6 +660,12 @@ async fn a_cells_accept_length_is_its_requests_median_and_is_shown() {
         .collect();
     assert_eq!(per_request.len(), 8, "acceptance on every request");
     let cell = c.accept_length_median.expect("the cell's accept length");
+    // Verify steps per second: each yields 1 + its accepted drafts, and every request adds
+    // its first token besides, so output tok/s exceeds steps/s.
+    let steps = c
+        .verify_steps_per_s
+        .expect("the cell's verify steps per second");
+    assert!(steps > 0.0 && c.output_tps.unwrap() > steps, "{c:?}");
     let mut sorted = per_request.clone();
     sorted.sort_by(f64::total_cmp);
     assert!(
@@ -672,7 +678,10 @@ async fn a_cells_accept_length_is_its_requests_median_and_is_shown() {
         ctxbench::cli::Format::Markdown,
     ] {
         let text = ctxbench::load::render::render(&r.plan, &r.cells, &r.knees, format);
-        assert!(text.contains("accept_len"), "{text}");
+        assert!(
+            text.contains("accept_len") && text.contains("steps/s"),
+            "{text}"
+        );
         assert!(text.contains(&format!("{cell:.2}")), "{text}");
     }
     assert!(ctxbench::load::render::html(&r).contains("accept_len"));

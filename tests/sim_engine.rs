@@ -4,7 +4,7 @@
 
 use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::{EngineConfig, NewRequest, OutputKind, VirtualRun, run_virtual};
-use ctxbench::sim::stepcost::StepCost;
+use ctxbench::sim::stepcost::{SpecDraftCost, StepCost};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -21,6 +21,7 @@ const COST: StepCost = StepCost {
     },
     overhead: 0.002,
     d2: 1.0e-4,
+    spec_draft: SpecDraftCost::NONE,
 };
 
 fn config(pool_tokens: u64) -> EngineConfig {

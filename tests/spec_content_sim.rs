@@ -43,7 +43,12 @@ async fn run(content: &[&str]) -> (f64, f64, f64, f64) {
             .map(|s| s.spec.as_ref().unwrap().accept_length.unwrap())
             .collect(),
     );
-    let truth_accept = median(truth.iter().map(|t| t.accept_length().unwrap()).collect());
+    let truth_accept = median(
+        truth
+            .iter()
+            .map(|t| t.tokens_per_verify_step().unwrap())
+            .collect(),
+    );
     let client_decode = median(samples.iter().map(|s| s.decode_tps.unwrap()).collect());
     let truth_decode = median(truth.iter().map(RequestTruth::decode_tps).collect());
     (client_accept, truth_accept, client_decode, truth_decode)

@@ -32,8 +32,10 @@ fn check(s: &Sample) {
     assert_eq!(spec.draft_tokens, Some(drafted as u64));
     assert_eq!(spec.accepted_tokens, Some(accepted as u64));
     let predicted = timing(s, "predicted_n") as u64;
-    assert_eq!(spec.verify_steps, Some(predicted - accepted as u64));
-    let want = predicted as f64 / (predicted - accepted as u64) as f64;
+    // The first token is the prefill's; each verify step yields 1 + its accepted drafts.
+    let steps = predicted - 1 - accepted as u64;
+    assert_eq!(spec.verify_steps, Some(steps));
+    let want = (predicted - 1) as f64 / steps as f64;
     assert!((spec.accept_length.unwrap() - want).abs() < 1e-12);
     println!(
         "{:>6} tokens: draft_n {drafted}, accepted {accepted}, {} steps for {predicted} tokens: accept {want:.2} tokens/step, rate {:.2}; decode {:.0} tok/s",
@@ -140,7 +142,7 @@ async fn metrics_deltas_around_a_lone_request_match_its_timings() {
         assert_eq!(k.accepted_tokens, Some(accepted), "{t}");
         assert_eq!(
             k.verify_steps,
-            Some(c.completion_tokens.unwrap() - accepted)
+            Some(c.completion_tokens.unwrap() - 1 - accepted)
         );
         println!(
             "request {seed}: /metrics delta drafted {drafted}, accepted {accepted}, {} steps; timings agree",

@@ -220,7 +220,8 @@ mod tests {
         let out = folded[1].clone().unwrap();
         assert_eq!(out.text, "aé😀 \"q\"\nébcde");
         assert_eq!(out.prompt_tokens, Some(100));
-        assert_eq!(out.spec.unwrap().verify_steps, Some(5));
+        // 7 tokens: the prefill's first, then 7 − 1 − 2 accepted = 4 verify steps.
+        assert_eq!(out.spec.unwrap().verify_steps, Some(4));
         assert_eq!(folded[2], Err(RequestError::ServerEvent("boom".into())));
         assert_eq!(folded[3], Err(RequestError::Incomplete));
     }

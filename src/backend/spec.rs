@@ -4,11 +4,27 @@
 //! server's own per-request counts, or from its `/metrics` counters around a request that
 //! ran alone — and turns counts into the figures samples record.
 //!
-//! `verify_steps` is the number of target-model steps that produced the output, as each
-//! source counts them: SGLang's `spec_verify_ct` and vLLM's `num_spec_steps` as sent;
-//! llama.cpp's `predicted_n − draft_n_accepted` (its first token, from the prompt batch,
-//! counts as a step); the metrics delta uses that same `output − accepted`, so on a
-//! llama.cpp server both sources agree. `accept_length` is output tokens / verify steps.
+//! **One definition of acceptance, whatever the source.** `accept_length` is the decode
+//! tokens per verification step: (output − 1) / verify steps, where the verify steps are
+//! the target model's decode steps after the prefill, each yielding its accepted drafts
+//! plus one token of its own. The first token is left out because the prefill produces it
+//! without any speculation: counting it makes a request with no accepted draft at all read
+//! above 1 (n / (n − 1)), and more so the shorter its output, so two servers or two output
+//! lengths would differ by a bias no one can see. This is vLLM's mean acceptance length,
+//! 1 + accepted / drafts, when every decode step drafts. Each source's raw counts become
+//! verify steps by that one rule:
+//! - SGLang `spec_verify_ct`: its verify (decode) steps, as sent. SGLang's own
+//!   `spec_accept_length` is completion tokens / `spec_verify_ct` (the first token counted):
+//!   ours + 1 / steps.
+//! - llama.cpp `timings`: each step yields 1 + its accepted drafts, so steps =
+//!   `predicted_n` − 1 − `draft_n_accepted`. llama.cpp prints no acceptance length, only
+//!   the draft acceptance rate (`accept_rate` here).
+//! - vLLM per request: `num_spec_steps`; its `mean_acceptance_length` is kept beside ours.
+//! - `/metrics` deltas around a lone request: steps = output − 1 − accepted; the server's
+//!   figure is 1 + Δaccepted / Δdrafts, as vLLM's dashboards compute it.
+//!
+//! The raw counts (verify steps, drafted, accepted; output on the sample) are kept, and
+//! the server's own figure, where it gives one, is recorded as `server_accept_length`.
 
 use super::{Backend, Completion, Connected, Flush, GenRequest, RequestError};
 pub use crate::record::SpecSource;
@@ -20,9 +36,13 @@ use std::time::Duration;
 /// Speculative-decoding counts of one request, as a source reported them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SpecCounts {
+    /// Decode (verification) steps after the prefill, by the module's one rule.
     pub verify_steps: Option<u64>,
     pub draft_tokens: Option<u64>,
     pub accepted_tokens: Option<u64>,
+    /// The acceptance length the server itself states, by its own definition (see the
+    /// module's docs for how each relates to ours).
+    pub server_accept_length: Option<f64>,
     pub source: SpecSource,
 }
 
@@ -62,43 +82,52 @@ pub fn real(v: &Value) -> Option<f64> {
     .filter(|x| x.is_finite())
 }
 
-/// Verification steps from an accept length (output / steps), when only that was sent.
+/// Verification steps from SGLang's accept length (completion tokens / steps), when only
+/// that was sent.
 fn steps_from_length(output: Option<u64>, accept_length: Option<f64>) -> Option<u64> {
     let (n, a) = (output?, accept_length.filter(|a| *a > 0.0)?);
     Some((n as f64 / a).round() as u64)
 }
 
-/// SGLang's final `meta_info`: `spec_verify_ct` (older and newer releases), else steps
-/// from `spec_accept_length` (= completion tokens / verify steps). SGLang sends no total
-/// of drafted or accepted tokens, so those stay unknown.
+/// SGLang's final `meta_info`: `spec_verify_ct` (its decode steps; older and newer
+/// releases), else steps from `spec_accept_length` (= completion tokens / verify steps).
+/// SGLang sends no reliable total of drafted or accepted tokens, so those stay unknown.
 pub fn from_sglang_meta(meta: &Value, completion_tokens: Option<u64>) -> Option<SpecCounts> {
-    let verify = meta.get("spec_verify_ct").and_then(count).or_else(|| {
-        let a = meta.get("spec_accept_length").and_then(real);
-        steps_from_length(completion_tokens, a)
-    })?;
+    let stated = meta.get("spec_accept_length").and_then(real);
+    let verify = meta
+        .get("spec_verify_ct")
+        .and_then(count)
+        .or_else(|| steps_from_length(completion_tokens, stated))?;
+    let own = match (completion_tokens, verify) {
+        (Some(n), v) if v > 0 => Some(n as f64 / v as f64),
+        _ => None,
+    };
     Some(SpecCounts {
         verify_steps: Some(verify),
         draft_tokens: None,
         accepted_tokens: None,
+        server_accept_length: stated.or(own),
         source: SpecSource::Server,
     })
 }
 
 /// llama.cpp's `timings` (native `/completion` final event, or the OpenAI final chunk):
-/// `draft_n` drafted, `draft_n_accepted` kept; steps = `predicted_n − draft_n_accepted`.
-/// Absent `draft_n` means no draft ran (the server sends it only with speculation on).
+/// `draft_n` drafted, `draft_n_accepted` kept; steps = `predicted_n − 1 − draft_n_accepted`
+/// (the first token is the prefill's). Absent `draft_n` means no draft ran (the server
+/// sends it only with speculation on).
 pub fn from_llamacpp_timings(t: &Value) -> Option<SpecCounts> {
     let drafted = t.get("draft_n").and_then(count)?;
     let accepted = t.get("draft_n_accepted").and_then(count);
     let predicted = t.get("predicted_n").and_then(count);
     let verify = match (predicted, accepted) {
-        (Some(p), Some(a)) if p >= a => Some(p - a),
+        (Some(p), Some(a)) if p > a => Some(p - 1 - a),
         _ => None,
     };
     Some(SpecCounts {
         verify_steps: verify,
         draft_tokens: Some(drafted),
         accepted_tokens: accepted,
+        server_accept_length: None,
         source: SpecSource::Server,
     })
 }
@@ -112,9 +141,10 @@ pub fn from_vllm_metrics(v: &Value) -> Option<SpecCounts> {
     let get = |k: &str| m.get(k).and_then(count);
     let accepted = get("num_accepted_draft_tokens");
     let drafted = get("num_draft_tokens");
+    let stated = m.get("mean_acceptance_length").and_then(real);
     let verify = get("num_spec_steps").or_else(|| {
         // Peers report the mean acceptance length as 1 + accepted / drafts per step.
-        let mean = m.get("mean_acceptance_length").and_then(real)?;
+        let mean = stated?;
         let a = accepted? as f64;
         (mean > 1.0).then(|| (a / (mean - 1.0)).round() as u64)
     });
@@ -125,35 +155,39 @@ pub fn from_vllm_metrics(v: &Value) -> Option<SpecCounts> {
         verify_steps: verify,
         draft_tokens: drafted,
         accepted_tokens: accepted,
+        server_accept_length: stated,
         source: SpecSource::Server,
     })
 }
 
 /// The figures a record keeps: the server's or the metrics' counts where there are some,
-/// else the events proxy where the server's own per-event counts exceed one token.
+/// else the events proxy where the server's own per-event counts exceed one token. The
+/// proxy follows the one definition too: tokens per event after the first (the prefill's).
 pub fn stats(c: &Completion) -> Option<SpecStats> {
     if let Some(k) = &c.spec {
         return Some(stats_of(k, c.completion_tokens));
     }
-    if !c.counts_from_server || c.events.is_empty() {
+    if !c.counts_from_server || c.events.len() < 2 {
         return None;
     }
-    let tokens: u64 = c.events.iter().map(|e| e.tokens).sum();
-    let mean = tokens as f64 / c.events.len() as f64;
+    let tokens: u64 = c.events[1..].iter().map(|e| e.tokens).sum();
+    let mean = tokens as f64 / (c.events.len() - 1) as f64;
     (mean > PROXY_MIN_TOKENS_PER_EVENT).then_some(SpecStats {
         accept_length: Some(mean),
         accept_rate: None,
         verify_steps: None,
         draft_tokens: None,
         accepted_tokens: None,
+        server_accept_length: None,
         source: SpecSource::EventsProxy,
     })
 }
 
-/// Counts to figures: accept length = output / verify steps, rate = accepted / drafted.
+/// Counts to figures: accept length = (output − 1) / verify steps (the module's one
+/// definition), rate = accepted / drafted.
 pub fn stats_of(k: &SpecCounts, output_tokens: Option<u64>) -> SpecStats {
     let accept_length = match (output_tokens, k.verify_steps) {
-        (Some(n), Some(v)) if v > 0 && n > 0 => Some(n as f64 / v as f64),
+        (Some(n), Some(v)) if v > 0 && n > 1 => Some((n - 1) as f64 / v as f64),
         _ => None,
     };
     let accept_rate = match (k.accepted_tokens, k.draft_tokens) {
@@ -166,6 +200,7 @@ pub fn stats_of(k: &SpecCounts, output_tokens: Option<u64>) -> SpecStats {
         verify_steps: k.verify_steps,
         draft_tokens: k.draft_tokens,
         accepted_tokens: k.accepted_tokens,
+        server_accept_length: k.server_accept_length,
         source: k.source,
     }
 }
@@ -212,11 +247,12 @@ pub fn delta(
     let d = |a: f64, b: f64| (b >= a).then(|| (b - a).round() as u64);
     let accepted = d(before.accepted_tokens, after.accepted_tokens)?;
     let drafted = d(before.draft_tokens, after.draft_tokens)?;
-    d(before.drafts, after.drafts)?;
+    let drafts = d(before.drafts, after.drafts)?;
     Some(SpecCounts {
-        verify_steps: output.and_then(|n| n.checked_sub(accepted)),
+        verify_steps: output.and_then(|n| n.checked_sub(1 + accepted)),
         draft_tokens: Some(drafted),
         accepted_tokens: Some(accepted),
+        server_accept_length: (drafts > 0).then(|| 1.0 + accepted as f64 / drafts as f64),
         source: SpecSource::MetricsDelta,
     })
 }
@@ -342,7 +378,9 @@ mod tests {
         let k = from_sglang_meta(&meta, Some(64)).unwrap();
         assert_eq!(k.verify_steps, Some(20));
         let s = stats_of(&k, Some(64));
-        assert_eq!(s.accept_length, Some(3.2));
+        // Ours leaves the prefill's token out: 63 / 20; SGLang's own 64 / 20 kept beside.
+        assert_eq!(s.accept_length, Some(63.0 / 20.0));
+        assert_eq!(s.server_accept_length, Some(3.2));
         assert_eq!(s.accept_rate, None);
         assert_eq!(s.source, SpecSource::Server);
         // Only the accept length: steps from it.
@@ -362,10 +400,12 @@ mod tests {
         // As llama-server sent them with a draft model (`--spec-type draft-simple`).
         let t = json!({"cache_n":0,"prompt_n":11,"prompt_ms":11.9,"predicted_n":32,"predicted_ms":82.4,"draft_n":24,"draft_n_accepted":18});
         let k = from_llamacpp_timings(&t).unwrap();
-        assert_eq!(k.verify_steps, Some(14));
+        // 32 tokens: the prefill's first, then 13 steps of 1 + their accepted drafts (18).
+        assert_eq!(k.verify_steps, Some(13));
         assert_eq!((k.draft_tokens, k.accepted_tokens), (Some(24), Some(18)));
         let s = stats_of(&k, Some(32));
-        assert!((s.accept_length.unwrap() - 32.0 / 14.0).abs() < 1e-12);
+        assert!((s.accept_length.unwrap() - 31.0 / 13.0).abs() < 1e-12);
+        assert_eq!(s.server_accept_length, None);
         assert!((s.accept_rate.unwrap() - 0.75).abs() < 1e-12);
         // Without a draft model llama-server sends no draft_n.
         assert_eq!(
@@ -381,7 +421,13 @@ mod tests {
             "num_spec_steps": 20, "num_accepted_draft_tokens": 30, "num_draft_tokens": 60}}});
         let k = from_vllm_metrics(&v).unwrap();
         assert_eq!(k.verify_steps, Some(20));
-        assert_eq!(stats_of(&k, Some(51)).accept_rate, Some(0.5));
+        let s = stats_of(&k, Some(51));
+        assert_eq!(s.accept_rate, Some(0.5));
+        // 51 = 1 + 20 steps × 1 + 30 accepted: ours equals vLLM's 2.5.
+        assert_eq!(
+            (s.accept_length, s.server_accept_length),
+            (Some(2.5), Some(2.5))
+        );
         // Without num_spec_steps: 30 accepted at 1.5 per step = 20 steps.
         let v = json!({"metrics": {"speculative_decoding": {
             "mean_acceptance_length": "2.5", "num_accepted_draft_tokens": 30}}});
@@ -408,16 +454,54 @@ mod tests {
              llamacpp:spec_decode_num_accepted_tokens_total 39\n",
         )
         .unwrap();
-        // 3 drafts of 4: 12 drafted, 9 accepted; 13 output tokens took 13 − 9 = 4 steps.
+        // 3 drafts of 4: 12 drafted, 9 accepted; 13 output tokens: the prefill's first,
+        // then 13 − 1 − 9 = 3 verify steps.
         let k = delta(&b, &after, Some(13)).unwrap();
         assert_eq!(k.source, SpecSource::MetricsDelta);
         assert_eq!(
             (k.draft_tokens, k.accepted_tokens, k.verify_steps),
-            (Some(12), Some(9), Some(4))
+            (Some(12), Some(9), Some(3))
         );
+        assert_eq!(k.server_accept_length, Some(4.0));
+        assert_eq!(stats_of(&k, Some(13)).accept_length, Some(4.0));
         // A counter that fell: the server restarted, no delta.
         assert_eq!(delta(&after, &b, Some(13)), None);
         assert_eq!(read_counters("vllm:num_requests_running 1\n"), None);
+    }
+
+    /// The issue's request, 64 tokens with 25 drafts accepted over 38 drafting steps, as
+    /// each source reports it: once SGLang's 64 / 38, llama.cpp's 64 / 39 and vLLM's
+    /// 1 + 25 / 38 differed (1.68, 1.64, 1.66); now every source gives 63 / 38.
+    #[test]
+    fn every_source_gives_one_acceptance_for_one_request() {
+        let want = 63.0 / 38.0;
+        let sglang = from_sglang_meta(&json!({"spec_verify_ct": 38}), Some(64)).unwrap();
+        let llama = from_llamacpp_timings(
+            &json!({"predicted_n": 64, "draft_n": 152, "draft_n_accepted": 25}),
+        )
+        .unwrap();
+        let vllm = from_vllm_metrics(&json!({"metrics": {"speculative_decoding": {
+            "mean_acceptance_length": 1.0 + 25.0 / 38.0, "num_accepted_draft_tokens": 25,
+            "num_draft_tokens": 152}}}))
+        .unwrap();
+        let before = SpecCounters::default();
+        let after = SpecCounters {
+            drafts: 38.0,
+            draft_tokens: 152.0,
+            accepted_tokens: 25.0,
+        };
+        let metrics = delta(&before, &after, Some(64)).unwrap();
+        for k in [sglang, llama, vllm, metrics] {
+            let s = stats_of(&k, Some(64));
+            assert_eq!(s.verify_steps, Some(38), "{k:?}");
+            assert!((s.accept_length.unwrap() - want).abs() < 1e-12, "{k:?}");
+        }
+        // The servers' own figures, kept beside: SGLang's counts the first token.
+        assert_eq!(
+            stats_of(&sglang, Some(64)).server_accept_length,
+            Some(64.0 / 38.0)
+        );
+        assert!((metrics.server_accept_length.unwrap() - want).abs() < 1e-12);
     }
 
     fn completion(tokens: &[u64], from_server: bool) -> Completion {
@@ -440,7 +524,8 @@ mod tests {
     fn events_proxy_only_from_the_servers_counts_and_only_when_it_says_something() {
         let s = stats(&completion(&[1, 3, 2, 2], true)).unwrap();
         assert_eq!(s.source, SpecSource::EventsProxy);
-        assert_eq!(s.accept_length, Some(2.0));
+        // The first event is the prefill's: 7 tokens over the 3 events after it.
+        assert_eq!(s.accept_length, Some(7.0 / 3.0));
         assert_eq!(stats(&completion(&[1, 3, 2, 2], false)), None);
         assert_eq!(stats(&completion(&[1; 32], true)), None);
         // Counts from the server win over the proxy.
@@ -449,6 +534,7 @@ mod tests {
             verify_steps: Some(4),
             draft_tokens: None,
             accepted_tokens: None,
+            server_accept_length: None,
             source: SpecSource::Server,
         });
         assert_eq!(stats(&c).unwrap().source, SpecSource::Server);
@@ -550,7 +636,7 @@ mod tests {
                 assert_eq!(k.source, SpecSource::MetricsDelta);
                 assert_eq!(
                     (k.draft_tokens, k.accepted_tokens, k.verify_steps),
-                    (Some(12), Some(9), Some(4))
+                    (Some(12), Some(9), Some(3))
                 );
             }
         }

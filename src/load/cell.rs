@@ -163,6 +163,7 @@ pub fn summarise(
         c.requests_per_s = Some(done / w);
         c.goodput_rps = Some(good / w);
         c.in_flight_mean = Some(busy / w);
+        c.verify_steps_per_s = super::spec_rate::verify_steps_per_s(requests, a, b);
     }
     let good_all = requests.iter().filter(|r| slo::met(slo, r)).count() as f64;
     c.goodput_fraction = (c.sent > 0).then(|| good_all / c.sent as f64);
@@ -282,15 +283,17 @@ mod tests {
                     verify_steps: Some(steps),
                     draft_tokens: None,
                     accepted_tokens: None,
+                    server_accept_length: None,
                     source: SpecSource::Server,
                 }),
                 ..Completion::default()
             };
             crate::load::request::record(CellKey::default(), slot(0), 1.0, Ok(c))
         };
-        // 12 tokens in 3, 4 and 6 steps: accept 4, 3, 2; a failed request is not counted.
-        let mut rs = vec![done(3), done(4), done(6)];
-        assert_eq!(rs[0].spec.unwrap().accept_length, Some(4.0));
+        // 12 tokens, 11 after the prefill's first, in 1, 2 and 11 verify steps:
+        // accept 11, 5.5 and 1; a failed request is not counted.
+        let mut rs = vec![done(1), done(2), done(11)];
+        assert_eq!(rs[0].spec.unwrap().accept_length, Some(11.0));
         let mut failed = done(1);
         failed.ok = false;
         rs.push(failed);
@@ -302,7 +305,7 @@ mod tests {
             &slo::parse("").unwrap(),
             0.9,
         );
-        assert_eq!(c.accept_length_median, Some(3.0));
+        assert_eq!(c.accept_length_median, Some(5.5));
         assert_eq!(c.accept_source, Some(SpecSource::Server));
     }
 

@@ -97,6 +97,9 @@ pub fn render(
             for r in &rows {
                 s.push_str(&format!("| {} |\n", r.join(" | ")));
             }
+            if let Some(t) = crate::report::compare::spec_load::render_text(a, b, labels) {
+                s.push_str(&format!("\n```{t}```\n"));
+            }
             s
         }
         Format::Table => {
@@ -111,6 +114,7 @@ pub fn render(
                 ));
             }
             s.push_str(&format!("A = {}, B = {}\n", labels.0, labels.1));
+            s.extend(crate::report::compare::spec_load::render_text(a, b, labels));
             s
         }
     })
@@ -127,6 +131,12 @@ pub fn html(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> anyhow::Res
         escape(labels.1)
     );
     body.push_str(&plain_table(&head, rows.iter().map(|r| r.to_vec())));
+    if let Some(t) = crate::report::compare::spec_load::render_text(a, b, labels) {
+        body.push_str(&format!(
+            "<h2>Speculative vs plain</h2><pre>{}</pre>",
+            escape(&t)
+        ));
+    }
     let axis = if a.cells.iter().any(|c| c.cell.rate.is_some()) {
         "rate (req/s)"
     } else {

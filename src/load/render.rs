@@ -41,6 +41,7 @@ fn columns(spec: bool) -> Vec<&'static str> {
     let mut cols = COLUMNS.to_vec();
     if spec {
         cols.push("accept_len");
+        cols.push("steps/s");
     }
     cols
 }
@@ -60,6 +61,7 @@ fn rows(cells: &[CellRecord]) -> impl Iterator<Item = Vec<String>> {
         let mut r = row(c);
         if spec {
             r.push(accept(c));
+            r.push(num(c.verify_steps_per_s, 1));
         }
         r
     })

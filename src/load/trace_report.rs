@@ -67,6 +67,7 @@ pub fn text(r: &LoadResult) -> String {
             num(b.ttft_p50_s.map(|t| t * 1e3), 1)
         ));
     }
+    s.extend(crate::trace::spec_line::line(&r.requests));
     for n in &h.notes {
         s.push_str(&format!("note: trace: {n}\n"));
     }

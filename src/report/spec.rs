@@ -78,8 +78,12 @@ fn lines(summary: &Summary) -> Vec<String> {
             let steps = step_rate(p)
                 .map(|s| format!("{s:.1} steps/s"))
                 .unwrap_or_else(|| "-".into());
+            let own = p
+                .server_accept_length
+                .map(|v| format!(" · server's own figure {v:.2}"))
+                .unwrap_or_default();
             Some(format!(
-                "{:>7}: accept {}{:.2} {unit} (p10–p90 {:.2}–{:.2}, n={}{rate}; {}) · decode {decode} · {steps}",
+                "{:>7}: accept {}{:.2} {unit} (p10–p90 {:.2}–{:.2}, n={}{rate}; {}) · decode {decode} · {steps}{own}",
                 format_count(p.context_tokens),
                 if p.spec_source == Some(SpecSource::EventsProxy) {
                     "~"
@@ -96,7 +100,7 @@ fn lines(summary: &Summary) -> Vec<String> {
         .collect()
 }
 
-const TITLE: &str = "speculative decoding (median per-request accept length; steps/s = decode tok/s / accept length)";
+const TITLE: &str = "speculative decoding (median per-request accept length = decode tokens per verify step, the first token left out; steps/s = decode tok/s / accept length; a server's own figure, where it states one, by its own definition: SGLang's counts the first token, = ours + 1/steps)";
 
 /// The terminal section.
 pub fn text(summary: &Summary) -> String {
@@ -167,7 +171,8 @@ pub fn html(summary: &Summary) -> String {
     format!(
         "<section id=\"spec\">\n<h2>Speculative decoding</h2>\n<p class=\"sub\">{}</p>\n{}</section>\n",
         escape(
-            "Accept length: output tokens per verification step, median over requests. \
+            "Accept length: decode tokens per verification step ((output − 1) / verify \
+             steps, the prefill's first token left out), median over requests. \
              Decode tok/s follows it: verify steps/s (decode / accept length) is the \
              server's step rate. ~ marks a proxy (tokens per stream event)."
         ),

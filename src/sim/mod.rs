@@ -2,6 +2,7 @@
 //! known cost model, so ctxbench can be demonstrated anywhere and tested against ground truth.
 
 mod admission;
+mod chat_template;
 pub mod cost;
 mod debug;
 pub mod driver;
@@ -107,12 +108,21 @@ pub struct SimCostArgs {
     /// turn until the first rejection.
     #[arg(long = "spec-model", value_enum, default_value = "uniform")]
     pub spec_model: SpecModel,
+    /// With --spec K > 1, OpenAI routes: the last chunk carries the request's own
+    /// `metrics.speculative_decoding` (verify steps, drafted, accepted), like vLLM's
+    /// `--per-request-spec-decode-metrics summary`; `/metrics` counts the same steps.
+    #[arg(long = "per-request-spec-metrics")]
+    pub per_request_spec_metrics: bool,
     /// Context limit, tokens.
     #[arg(long = "context-length", default_value_t = 131_072)]
     pub context_length: u64,
     /// Silently keep the last N tokens of longer prompts instead of answering 400.
     #[arg(long)]
     pub truncate: bool,
+    /// Chat route only: a chat template that adds N fixed words (a system preamble) to
+    /// every conversation, counted in `usage.prompt_tokens` like a real template's tokens.
+    #[arg(long = "chat-template-words", default_value_t = 0)]
+    pub chat_template_words: usize,
     /// Requests running at once; beyond it requests queue (see --reject-when-full).
     #[arg(long = "max-running", default_value_t = 8)]
     pub max_running: usize,
@@ -149,6 +159,15 @@ pub struct SimCostArgs {
     /// Decode step time per decoding request, seconds (added to d0 + d1·Σcontext).
     #[arg(long = "sim-d2", default_value_t = 0.0)]
     pub d2: f64,
+    /// With --spec K > 1: decode step time per draft token verified, per decoding request,
+    /// seconds (a batch of B requests with K−1 drafts each adds B·(K−1)·this). With
+    /// --sim-spec-drafter-step-s, what makes speculation stop paying as batches grow.
+    #[arg(long = "sim-spec-draft-token-s", default_value_t = 0.0)]
+    pub spec_draft_token_s: f64,
+    /// With --spec K > 1: the drafter's own step, seconds, once per decode step in which
+    /// any request drafted.
+    #[arg(long = "sim-spec-drafter-step-s", default_value_t = 0.0)]
+    pub spec_drafter_step_s: f64,
     /// Prefill tokens per engine step (chunked prefill): longer prompts take several steps,
     /// sharing them with the running requests' decode, e.g. `--max-batch-tokens 2048`.
     #[arg(long = "max-batch-tokens", default_value_t = 8192)]

@@ -74,6 +74,9 @@ struct Shape {
     continuous_usage: bool,
     report_cache: bool,
     last_usage: Value,
+    /// vLLM's `--per-request-spec-decode-metrics summary`: the last chunk carries
+    /// `metrics.speculative_decoding`.
+    spec_metrics: bool,
 }
 
 pub async fn completions(State(state): State<Arc<SimState>>, body: Bytes) -> Response {
@@ -145,6 +148,9 @@ async fn handle<B: RouteBody>(state: Arc<SimState>, body: Bytes) -> Response {
         Err(e) => return e.into_response(),
     };
     let prompt = match req.prompt() {
+        Ok(prompt) if B::KIND == Kind::Chat => {
+            super::chat_template::apply(prompt, state.config.cost.chat_template_words)
+        }
         Ok(prompt) => prompt,
         Err(message) => return ApiError::bad_request(DIALECT, message).into_response(),
     };
@@ -217,6 +223,7 @@ async fn serve(state: &Arc<SimState>, call: Call) -> Response {
             && !state.config.cost.no_continuous_usage,
         report_cache: !state.config.cost.no_cache_report,
         last_usage: Value::Null,
+        spec_metrics: state.config.cost.per_request_spec_metrics && state.config.cost.spec > 1,
     };
     if call.generation.stream {
         let (out, response) = EventStream::open();
@@ -320,7 +327,11 @@ impl StreamFormat for Shape {
             Kind::Text => json!(p.delta),
             Kind::Chat => json!({ "content": p.delta }),
         };
-        self.chunk(content, p.finish.map(|f| f.name()), usage)
+        let mut chunk = self.chunk(content, p.finish.map(|f| f.name()), usage);
+        if self.spec_metrics && p.finish.is_some() {
+            chunk["metrics"] = json!({"speculative_decoding": super::spec::per_request_summary(p)});
+        }
+        chunk
     }
 
     fn trailer(&mut self) -> Vec<Value> {

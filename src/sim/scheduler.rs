@@ -427,7 +427,11 @@ impl Scheduler {
             chunked.push((idx, e == r.prefill_len));
         }
         let context_sum: u64 = decode.iter().map(|&(_, _, ctx)| ctx).sum();
-        let duration = cost.overhead + prefill_s + cost.decode_s(decode.len() as u64, context_sum);
+        let drafted: u64 = decode.iter().map(|(_, v, _)| v.drafted).sum();
+        let duration = cost.overhead
+            + prefill_s
+            + cost.decode_s(decode.len() as u64, context_sum)
+            + cost.spec_draft.step_s(drafted);
         let end_s = start_s + duration;
         let mut emissions = Vec::with_capacity(decode.len() + chunked.len());
         for &(idx, done) in &chunked {

@@ -4,7 +4,15 @@
 //! step = overhead
 //!      + Σ over prefill chunks [c, e):  (t0 on a request's first chunk) + (e−c)/p0 + q·(e²−c²)/2
 //!      + if any request decodes:        d0 + d1·Σ(context of each decoding request) + d2·(decoding requests)
+//!      + if any request drafted:        drafter_step + per_draft_token·Σ(draft tokens each decoding request verifies)
 //! ```
+//!
+//! The speculative terms (`spec_draft`, default zero) are why speculation stops paying under
+//! load: a verify step of B requests with K−1 drafts each costs B·(K−1) more token slots
+//! than a plain decode step, while the weights it saves re-reading (d0) are shared by the
+//! batch. With E tokens per verify step, speculation pays while
+//! E·(d0 + B·a) > d0 + B·a + drafter_step + per_draft_token·B·(K−1), a = d1·context + d2:
+//! below the crossover B* = ((E−1)·d0 − drafter_step) / (per_draft_token·(K−1) − (E−1)·a).
 //!
 //! The chunk terms telescope, so a prompt split into chunks costs what it costs whole, and
 //! with one request in flight (overhead 0, d2 0, the defaults) every prefill and decode step
@@ -19,6 +27,35 @@ pub struct StepCost {
     pub overhead: f64,
     /// Decode cost per decoding request, s.
     pub d2: f64,
+    /// What speculative decoding adds to a decode step; the default adds nothing.
+    pub spec_draft: SpecDraftCost,
+}
+
+/// Speculative decoding's cost in a decode step: the drafter's own step and each draft
+/// token the target model verifies. `Default` is no cost at all (the simulator's truth
+/// before this term existed).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SpecDraftCost {
+    /// Cost per draft token verified, per decoding request, s.
+    pub per_draft_token_s: f64,
+    /// The drafter's own step, once per decode step in which any request drafted, s.
+    pub drafter_step_s: f64,
+}
+
+impl SpecDraftCost {
+    /// No speculation cost (`Default`), usable in constants.
+    pub const NONE: SpecDraftCost = SpecDraftCost {
+        per_draft_token_s: 0.0,
+        drafter_step_s: 0.0,
+    };
+
+    /// What `drafted` draft tokens verified in one step (over all its requests) add.
+    pub fn step_s(&self, drafted: u64) -> f64 {
+        if drafted == 0 {
+            return 0.0;
+        }
+        self.drafter_step_s + self.per_draft_token_s * drafted as f64
+    }
 }
 
 impl StepCost {
@@ -44,6 +81,11 @@ impl StepCost {
         for (flag, v) in [
             ("--sim-step-overhead", self.overhead),
             ("--sim-d2", self.d2),
+            (
+                "--sim-spec-draft-token-s",
+                self.spec_draft.per_draft_token_s,
+            ),
+            ("--sim-spec-drafter-step-s", self.spec_draft.drafter_step_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Some(format!("{flag} must be a finite number >= 0, got {v}"));
@@ -67,7 +109,28 @@ mod tests {
         },
         overhead: 0.0,
         d2: 0.001,
+        spec_draft: SpecDraftCost::NONE,
     };
+
+    #[test]
+    fn drafts_cost_per_token_plus_one_drafter_step() {
+        let d = SpecDraftCost {
+            per_draft_token_s: 0.001,
+            drafter_step_s: 0.002,
+        };
+        assert_eq!(d.step_s(0), 0.0);
+        assert!((d.step_s(12) - (0.002 + 0.012)).abs() < 1e-12);
+        assert_eq!(SpecDraftCost::default(), SpecDraftCost::NONE);
+        assert_eq!(SpecDraftCost::NONE.step_s(12), 0.0);
+        let bad = StepCost {
+            spec_draft: SpecDraftCost {
+                per_draft_token_s: -1.0,
+                ..d
+            },
+            ..COST
+        };
+        assert!(bad.problem().unwrap().contains("--sim-spec-draft-token-s"));
+    }
 
     #[test]
     fn chunks_telescope_to_the_whole_prefill() {

@@ -119,11 +119,16 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
         Some(p) => {
             let off = |want: u64| (p as f64 - want as f64).abs() > LENGTH_TOLERANCE * want as f64;
             // Token-id prompts are sent at an exact length, so any shortfall is the server
-            // cutting the prompt (from the front, losing the nonce); calibrated text is only
-            // known to within the length tolerance.
+            // cutting the prompt (from the front, losing the nonce). Text is sized by the
+            // server's counts of other texts, so a short count alone may be a sizing error:
+            // truncation needs evidence beyond it, here a needle lost with it (the sweep's
+            // summary adds counts that stop growing with the text).
             let cut = match e.sent_tokens {
                 Some(sent) => p < sent,
-                None => (p as f64) < e.context_tokens as f64 * (1.0 - LENGTH_TOLERANCE),
+                None => {
+                    let short = (p as f64) < e.context_tokens as f64 * (1.0 - LENGTH_TOLERANCE);
+                    short && e.needle.as_ref().is_some_and(|n| !n.check(&c.text))
+                }
             };
             if cut || c.finish_reason.as_deref() == Some("truncated") {
                 s.push_flag(flag::TRUNCATED);
@@ -338,6 +343,41 @@ mod tests {
         assert!(stream_sample(&c, &text).valid);
     }
 
+    /// Calibrated or probed text is only sized by the server's counts of other texts: a
+    /// short count alone is a length mismatch, and truncation needs evidence besides it.
+    #[test]
+    fn a_short_text_count_is_truncation_only_with_a_lost_needle() {
+        let mut text = expect(4096, 2);
+        text.sent_tokens = None;
+        let c = completion(&[(5, 1), (10, 1)], 3900, 0);
+        let s = stream_sample(&c, &text);
+        assert!(s.flags.iter().any(|f| f.name() == "length_mismatch"));
+        assert!(
+            !s.flags.iter().any(|f| f.name() == "truncated"),
+            "{:?}",
+            s.flags
+        );
+        text.needle = Some(Needle {
+            depth: 0.1,
+            expected: "okapi".into(),
+        });
+        let s = stream_sample(&c, &text);
+        assert!(
+            s.flags.iter().any(|f| f.name() == "truncated"),
+            "{:?}",
+            s.flags
+        );
+        // The needle found: the short count is missizing, not a cut.
+        let mut found = completion(&[(5, 1), (10, 1)], 3900, 0);
+        found.text = "okapi".into();
+        let s = stream_sample(&found, &text);
+        assert!(
+            !s.flags.iter().any(|f| f.name() == "truncated"),
+            "{:?}",
+            s.flags
+        );
+    }
+
     #[test]
     fn two_point_inversion_is_flagged() {
         let a = completion(&[(460, 1)], 1000, 0);
@@ -356,24 +396,28 @@ mod tests {
     #[test]
     fn speculative_counts_become_the_samples_acceptance() {
         use crate::backend::spec::{SpecCounts, SpecSource};
-        // 4 events of 1, 3, 3, 3 tokens; the server counted 4 verification steps.
+        // 4 events of 1, 3, 3, 3 tokens: the prefill's first token, then 3 verification
+        // steps of 1 + 2 accepted drafts each.
         let mut c = completion(&[(100, 1), (130, 3), (160, 3), (190, 3)], 1000, 0);
         c.spec = Some(SpecCounts {
-            verify_steps: Some(4),
+            verify_steps: Some(3),
             draft_tokens: Some(12),
             accepted_tokens: Some(6),
+            server_accept_length: None,
             source: SpecSource::Server,
         });
         let s = stream_sample(&c, &expect(1000, 10));
         let spec = s.spec.unwrap();
         assert_eq!(spec.source, SpecSource::Server);
-        assert!((spec.accept_length.unwrap() - 2.5).abs() < 1e-12);
+        // (10 − 1) / 3: decode tokens per verification step.
+        assert!((spec.accept_length.unwrap() - 3.0).abs() < 1e-12);
         assert!((spec.accept_rate.unwrap() - 0.5).abs() < 1e-12);
-        // Without counts the same events give the labelled proxy, 10 tokens / 4 events.
+        // Without counts the same events give the labelled proxy by the same definition:
+        // 9 tokens over the 3 events after the first.
         c.spec = None;
         let spec = stream_sample(&c, &expect(1000, 10)).spec.unwrap();
         assert_eq!(spec.source, SpecSource::EventsProxy);
-        assert!((spec.accept_length.unwrap() - 2.5).abs() < 1e-12);
+        assert!((spec.accept_length.unwrap() - 3.0).abs() < 1e-12);
         // One token per event says nothing: no figure.
         let c = completion(&[(100, 1), (130, 1), (160, 1)], 1000, 0);
         assert_eq!(stream_sample(&c, &expect(1000, 3)).spec, None);

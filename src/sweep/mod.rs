@@ -267,7 +267,9 @@ fn needs_warm_up(earlier: Option<&resume::Earlier>, mode: PromptMode) -> bool {
     match earlier {
         None | Some(resume::Earlier::Changed(_)) => true,
         Some(resume::Earlier::SameInstance(_)) => false,
-        Some(resume::Earlier::SameTarget(_)) => mode != PromptMode::CalibratedText,
+        Some(resume::Earlier::SameTarget(_)) => {
+            !matches!(mode, PromptMode::CalibratedText | PromptMode::ProbedText)
+        }
     }
 }
 

@@ -9,5 +9,6 @@ pub mod format;
 pub mod groups;
 pub mod hits;
 pub mod select;
+pub mod spec_line;
 pub mod synth;
 pub mod synth_cmd;

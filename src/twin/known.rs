@@ -60,6 +60,7 @@ mod tests {
                 },
                 overhead: 0.001,
                 d2: 0.001,
+                spec_draft: Default::default(),
             },
             max_batch_tokens: 2048,
             max_running: 6,

@@ -4,7 +4,7 @@
 
 use crate::sim::CostModel;
 use crate::sim::scheduler::EngineConfig;
-use crate::sim::stepcost::StepCost;
+use crate::sim::stepcost::{SpecDraftCost, StepCost};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
@@ -180,6 +180,7 @@ impl Profile {
                 },
                 overhead: s.step_overhead_s.value,
                 d2: s.d2_s_per_request.value,
+                spec_draft: SpecDraftCost::NONE,
             },
             max_batch_tokens: (s.chunk_tokens.value.round() as u64).max(1),
             max_running: (l.max_running.value.round() as usize).max(1),

@@ -6,6 +6,7 @@ pub mod body;
 pub mod content;
 pub mod exact_text;
 pub mod points;
+pub mod probe_count;
 pub mod prompt;
 pub mod source;
 pub mod stream;

@@ -61,6 +61,9 @@ pub enum PromptMode {
     CalibratedText,
     /// Text cut to an exact length with the server's tokenizer.
     TokenizedText,
+    /// Text brought to length by the server's counts of probe requests (a route with no
+    /// tokenizer, real text whose density varies).
+    ProbedText,
     /// Token ids of the filler's words tokenized one at a time, because the server's
     /// tokenizer failed on the whole text: still exact length, ordinary ids.
     TokenIdsByWord,
@@ -75,6 +78,7 @@ impl PromptMode {
             PromptMode::TokenIds | PromptMode::VocabularyIds => "token_ids",
             PromptMode::CalibratedText => "calibrated_text",
             PromptMode::TokenizedText => "tokenized_text",
+            PromptMode::ProbedText => "probed_text",
             PromptMode::TokenIdsByWord => "token_ids_by_word",
         }
     }

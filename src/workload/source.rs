@@ -96,7 +96,7 @@ impl PromptSource {
         };
         let pieces = match &self.mode {
             Mode::Text { cal, .. } => cal.words_for(tokens),
-            Mode::Exact(exact) => exact.units_for(tokens),
+            Mode::Exact(exact) => exact.units_to_take(tokens),
             Mode::Ids { .. } => 0,
         };
         body.check_room(backend, tokens as usize, pieces).await
@@ -195,17 +195,23 @@ impl Mode {
                 })
                 .await?
             }
-            // Text sized by the content's own pieces, not the filler's words.
+            // Text sized by the content's own pieces, not the filler's words; then, since
+            // real text is denser in some places than others (code, names, numbers), each
+            // prompt counted by a probe and corrected.
             Some(c) => {
                 let sample = super::body::calibration_pieces(c)?;
-                calibrate(backend, with_needle, nonce, &|w, n, needle| {
+                let cal = calibrate(backend, with_needle, nonce, &|w, n, needle| {
                     Prompt::Text(prompt::text_from_pieces(
                         &prompt::text_head(Some(n)),
                         &sample[..w],
                         needle,
                     ))
                 })
-                .await?
+                .await?;
+                match super::exact_text::ExactText::probing(backend, cal, with_needle).await? {
+                    Some(exact) => return Ok(Mode::Exact(exact)),
+                    None => cal,
+                }
             }
         };
         Ok(Mode::Text { cal, ceiling })
@@ -221,6 +227,7 @@ impl PromptSource {
                 IdOrigin::Vocabulary(_) => PromptMode::VocabularyIds,
             },
             Mode::Text { .. } => PromptMode::CalibratedText,
+            Mode::Exact(e) if e.probes() => PromptMode::ProbedText,
             Mode::Exact(_) => PromptMode::TokenizedText,
         }
     }
@@ -289,13 +296,16 @@ impl PromptSource {
                 match &mut self.body {
                     None => {
                         let compose = |k| prompt::filler_text(&head, k, needle);
-                        exact.build(backend, tokens, &compose).await
+                        let units = exact.units_for(tokens);
+                        exact.build(backend, tokens, &head, units, &compose).await
                     }
                     Some(body) => {
-                        let (pieces, source) = body.take_pieces(exact.units_for(tokens))?;
+                        let (pieces, source) = body.take_pieces(exact.units_to_take(tokens))?;
                         let compose =
                             |k: usize| prompt::text_from_pieces(&head, &pieces[..k], needle);
-                        let mut built = exact.build(backend, tokens, &compose).await?;
+                        let mut built = exact
+                            .build(backend, tokens, &head, pieces.len(), &compose)
+                            .await?;
                         built.source = Some(source);
                         Ok(built)
                     }

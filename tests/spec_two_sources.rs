@@ -1,0 +1,117 @@
+//! One definition of acceptance, two sources, the same requests: the simulator as vLLM
+//! with `--per-request-spec-decode-metrics`, so each response carries the request's own
+//! counts while `/metrics` counts the same verify steps. ctxbench reads both — the
+//! per-request object, and the counter deltas around the lone request — and both give the
+//! same verify steps, drafted and accepted tokens, and accept length.
+
+mod common;
+use async_trait::async_trait;
+use common::sim;
+use ctxbench::backend::spec::{MetricsDelta, SpecCounts, stats_of};
+use ctxbench::backend::{Backend, Completion, Flush, GenRequest, Prompt, RequestError};
+use ctxbench::record::SpecSource;
+use std::sync::{Arc, Mutex};
+
+/// Passes requests through, keeping each completion's own counts aside and handing the
+/// completion on without them, so the `/metrics` delta is taken for the same request.
+struct Stash(Box<dyn Backend>, Arc<Mutex<Vec<Option<SpecCounts>>>>);
+
+#[async_trait]
+impl Backend for Stash {
+    fn api(&self) -> &'static str {
+        self.0.api()
+    }
+    fn takes_token_ids(&self) -> bool {
+        self.0.takes_token_ids()
+    }
+    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
+        let mut c = self.0.generate(req).await?;
+        self.1.lock().unwrap().push(c.spec.take());
+        Ok(c)
+    }
+    async fn flush(&self) -> Result<Flush, RequestError> {
+        self.0.flush().await
+    }
+    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
+        self.0.tokenize(text).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_request_counts_and_metrics_deltas_give_one_acceptance() {
+    let server = sim(&[
+        "--persona",
+        "vllm",
+        "--spec",
+        "4",
+        "--spec-model",
+        "ngram",
+        "--per-request-spec-metrics",
+    ])
+    .await;
+    let conn = common::connect(&server.url(), ctxbench::choices::ApiChoice::Vllm).await;
+    let own = Arc::new(Mutex::new(Vec::new()));
+    let b = MetricsDelta {
+        inner: Box::new(Stash(conn.backend, own.clone())),
+        http: conn.http.clone(),
+    };
+    // Prose (few repeated bigrams: low acceptance) and a repeated sentence (high).
+    let texts = [
+        "harbour lantern quietly seven copper meadow argued under window bright kettle",
+        "the mill the mill the mill the mill the mill the mill the mill the mill the mill",
+    ];
+    for (i, text) in texts.iter().cycle().take(4).enumerate() {
+        let req = GenRequest {
+            prompt: Prompt::Text(format!("request {i}: {text}")),
+            max_tokens: 64,
+            ignore_eos: true,
+            cache_prompt: false,
+            deadline: std::time::Duration::from_secs(60),
+        };
+        let c = b.generate(&req).await.unwrap();
+        let out = c.completion_tokens.unwrap();
+        assert_eq!(out, 64);
+        let from_metrics = c.spec.expect("counts from /metrics deltas");
+        assert_eq!(from_metrics.source, SpecSource::MetricsDelta);
+        let per_request = own.lock().unwrap()[i].expect("the request's own counts");
+        assert_eq!(per_request.source, SpecSource::Server);
+        // The same raw counts from both sources.
+        assert_eq!(
+            per_request.verify_steps, from_metrics.verify_steps,
+            "request {i}"
+        );
+        assert_eq!(
+            per_request.draft_tokens, from_metrics.draft_tokens,
+            "request {i}"
+        );
+        assert_eq!(
+            per_request.accepted_tokens, from_metrics.accepted_tokens,
+            "request {i}"
+        );
+        // Each verify step yields its accepted drafts plus one; the first token is the
+        // prefill's: the counts add up to the output.
+        let (v, a) = (
+            per_request.verify_steps.unwrap(),
+            per_request.accepted_tokens.unwrap(),
+        );
+        assert_eq!(1 + v + a, out, "request {i}");
+        // One accept length, and the server's own figure (1 + accepted / drafts) equal to it.
+        let (x, y) = (
+            stats_of(&per_request, Some(out)),
+            stats_of(&from_metrics, Some(out)),
+        );
+        let want = (out - 1) as f64 / v as f64;
+        for s in [&x, &y] {
+            assert!((s.accept_length.unwrap() - want).abs() < 1e-12, "{s:?}");
+            assert!(
+                (s.server_accept_length.unwrap() - want).abs() < 1e-9,
+                "{s:?}"
+            );
+        }
+        println!(
+            "request {i}: {out} tokens, {v} verify steps, {a} of {} drafts accepted: accept \
+             length {want:.3} from both sources",
+            per_request.draft_tokens.unwrap()
+        );
+    }
+}
