@@ -24,8 +24,8 @@ pub mod stats;
 pub mod summary;
 pub mod sweep;
 pub mod trace;
-pub mod twin;
 pub mod truncation;
+pub mod twin;
 pub mod workload;
 
 use cli::{Cli, Command};
