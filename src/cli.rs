@@ -36,6 +36,9 @@ pub enum Command {
     Load(Box<LoadArgs>),
     /// Production traces (Mooncake format): generate one to replay with `load --trace`.
     Trace(TraceArgs),
+    /// A calibrated twin of a server: measure it once (calibrate, fit), predict load plans in
+    /// virtual time, and check the predictions against measured files.
+    Twin(TwinArgs),
     /// JSON Schema of the result file's records: all kinds (chosen by `type`), or one.
     Schema(crate::schema::SchemaArgs),
     /// Shell completion script (bash, zsh, fish) on stdout.
@@ -43,8 +46,6 @@ pub enum Command {
     /// The man page (roff) on stdout, or all pages into a folder.
     #[command(hide = true)]
     Man(crate::cli_docs::ManArgs),
-    /// A calibrated twin of a server: measure it once (calibrate, fit), then predict.
-    Twin(TwinArgs),
 }
 
 /// `ctxbench twin ...`.
@@ -60,6 +61,12 @@ pub enum TwinCommand {
     Calibrate(crate::twin::cmd::CalibrateArgs),
     /// Fit a profile from existing sweep and load records.
     Fit(crate::twin::cmd::FitArgs),
+    /// Predict a load plan (closed, open, --trace, --find-knee) from a profile, in virtual time.
+    Predict(Box<crate::twin::cmd::PredictArgs>),
+    /// Hold predictions to measured load files, per cell; exit 5 when a figure is beyond its bound.
+    Check(crate::twin::cmd::CheckArgs),
+    /// Predict a plan under several engine configurations (--vary max-running=8,64 …).
+    Whatif(Box<crate::twin::cmd::WhatifArgs>),
 }
 
 /// `ctxbench trace ...`.

@@ -10,5 +10,7 @@ pub const USAGE: u8 = 2;
 pub const PARTIAL: u8 = 3;
 /// Nothing valid was measured.
 pub const NOTHING_VALID: u8 = 4;
+/// `twin check`: a predicted figure is beyond its bound.
+pub const BEYOND_BOUND: u8 = 5;
 /// Interrupted (Ctrl-C) after writing what exists.
 pub const INTERRUPTED: u8 = 130;

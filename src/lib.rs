@@ -43,12 +43,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Trace(args) => match args.command {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
         },
+        Command::Twin(args) => twin::cmd::run(args.command).await,
         Command::Schema(args) => schema::run(args),
         Command::Completions(args) => cli_docs::run_completions(args),
         Command::Man(args) => cli_docs::run_man(args),
-        Command::Twin(args) => match args.command {
-            cli::TwinCommand::Calibrate(a) => twin::cmd::run_calibrate(&a).await,
-            cli::TwinCommand::Fit(a) => twin::cmd::run_fit(&a),
-        },
     }
 }

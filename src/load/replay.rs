@@ -101,7 +101,7 @@ fn salt(args: &LoadArgs, shard: Option<Shard>, requests: &[TraceRequest]) -> u64
 }
 
 /// Refuse a request the server cannot take whole, naming its line.
-fn check_context(requests: &[TraceRequest], limit: Option<u64>) -> anyhow::Result<()> {
+pub(crate) fn check_context(requests: &[TraceRequest], limit: Option<u64>) -> anyhow::Result<()> {
     let Some(limit) = limit else { return Ok(()) };
     if let Some(r) = requests
         .iter()

@@ -29,6 +29,7 @@ pub mod stepcost;
 mod tgi;
 pub mod tokenizer;
 pub mod truth;
+pub mod virtual_time;
 mod vllm;
 mod vocab;
 mod whole;

@@ -1,8 +1,9 @@
 //! The serving engine's scheduler as a pure state machine on a clock it is given, like
 //! SGLang's and vLLM's: a FIFO waiting queue, continuous batching with chunked prefill,
 //! a paged KV pool shared with the prefix cache, and preemption (recompute) when decode
-//! growth cannot get a page. The real-time driver (`driver.rs`) and the tests' virtual
-//! clock (`run_virtual`) step it the same way, so its timing is exact and testable.
+//! growth cannot get a page. The real-time driver (`driver.rs`) and the virtual-time one
+//! (`virtual_time.rs`: `run_virtual`, `twin predict`) step it the same way, so its timing is
+//! exact and testable.
 //!
 //! A step is planned at its start (`begin_step`: admissions, decode page growth and
 //! preemptions, prefill chunks, cost) and applied at its end (`end_step`: outputs, cache
@@ -668,57 +669,39 @@ pub struct VirtualRun {
     pub stuck: usize,
 }
 
-/// Run `arrivals` through the scheduler on a virtual clock, exactly as the real-time
-/// driver steps it but without sleeping: a request arriving during a step joins at the
-/// next step's start; an idle engine starts on the next arrival. `before_step(i, sched)`
-/// may change the engine before step `i` is planned (e.g. shrink the pool).
+/// Run `arrivals` through the scheduler on a virtual clock (`virtual_time::drive`, the
+/// driver `twin predict` uses): a request arriving during a step joins at the next step's
+/// start; an idle engine starts on the next arrival. `before_step(i, sched)` may change the
+/// engine before step `i` is planned (e.g. shrink the pool).
 pub fn run_virtual(
     config: EngineConfig,
     arrivals: Vec<NewRequest>,
-    mut before_step: impl FnMut(usize, &mut Scheduler),
+    before_step: impl FnMut(usize, &mut Scheduler),
 ) -> VirtualRun {
-    let mut pending: VecDeque<NewRequest> = {
-        let mut v = arrivals;
-        v.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
-        v.into()
-    };
-    let mut sched = Scheduler::new(config);
-    let mut steps = Vec::new();
-    let mut last_end = 0.0;
-    loop {
-        if sched.is_idle() {
-            match pending.pop_front() {
-                Some(r) => sched.submit(r),
-                None => break,
-            }
-        }
-        before_step(steps.len(), &mut sched);
-        let start = sched.next_start(last_end);
-        while pending.front().is_some_and(|r| r.arrival_s <= start) {
-            sched.submit(pending.pop_front().expect("front exists"));
-        }
-        let Some(step) = sched.begin_step(start) else {
-            match pending.pop_front() {
-                Some(r) => {
-                    last_end = last_end.max(r.arrival_s);
-                    sched.submit(r);
-                    continue;
-                }
-                None => break,
-            }
-        };
-        while pending.front().is_some_and(|r| r.arrival_s < step.end_s) {
-            sched.submit(pending.pop_front().expect("front exists"));
-        }
-        last_end = step.end_s;
-        sched.end_step(step.clone());
-        steps.push(step);
+    struct Keep<F> {
+        before: F,
+        steps: Vec<Step>,
     }
+    impl<F: FnMut(usize, &mut Scheduler)> super::virtual_time::StepHooks for Keep<F> {
+        fn before_step(&mut self, i: usize, sched: &mut Scheduler) {
+            (self.before)(i, sched);
+        }
+        fn on_step(&mut self, _i: usize, step: &Step, _sched: &Scheduler) {
+            self.steps.push(step.clone());
+        }
+    }
+    let mut sched = Scheduler::new(config);
+    let mut clients = super::virtual_time::Scheduled::new(arrivals);
+    let mut hooks = Keep {
+        before: before_step,
+        steps: Vec::new(),
+    };
+    let ended = super::virtual_time::drive(&mut sched, &mut clients, &mut hooks);
     VirtualRun {
-        steps,
+        steps: hooks.steps,
         records: sched.records.clone(),
         series: sched.series.iter().copied().collect(),
         stats: sched.stats.clone(),
-        stuck: sched.waiting.len(),
+        stuck: ended.stuck,
     }
 }

@@ -2,9 +2,21 @@
 //! in virtual time on it, and predictions checked against what the server really did.
 
 pub mod calibrate;
+pub mod cell;
+pub mod check;
+pub mod clients;
 pub mod cmd;
+pub mod cmd_measure;
+pub mod cmd_predict;
+pub mod envelope;
+pub mod figures;
 pub mod fit;
 pub mod inputs;
+pub mod known;
 pub mod limits;
+pub mod output;
+pub mod predict;
+pub mod predict_trace;
 pub mod profile;
 pub mod render;
+pub mod whatif;

@@ -1,0 +1,242 @@
+//! `ctxbench twin check`: predict exactly the cells (or the trace) of measured load files
+//! and hold each figure to its measurement: the twin's honesty, on the user's own server.
+//! Several files of one plan are repeated measurements: their spread widens the bounds
+//! (`figures.rs`) and is shown beside the error.
+
+use super::figures::{Compared, Figure, compare};
+use super::predict::{Twin, predict_cell};
+use crate::load::{LoadResult, merge};
+use crate::record::load::{CellKey, CellRecord, LoadPlan};
+use crate::resultfile::ResultFile;
+use std::fmt::Write;
+use std::path::Path;
+
+/// One cell's figures, predicted against measured.
+#[derive(Debug, Clone)]
+pub struct CellCheck {
+    pub key: CellKey,
+    pub rows: Vec<Compared>,
+    /// Mean of the rows' errors.
+    pub mean_error: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    pub profile: String,
+    pub files: Vec<String>,
+    pub cells: Vec<CellCheck>,
+}
+
+impl CheckReport {
+    /// Figures beyond their bounds.
+    pub fn flagged(&self) -> usize {
+        self.cells
+            .iter()
+            .flat_map(|c| &c.rows)
+            .filter(|r| r.flagged)
+            .count()
+    }
+}
+
+/// Predict the measured files' plan and compare, cell by cell. `trace`: the trace file when
+/// it is not where the measured file says.
+pub fn check(
+    twin: &Twin,
+    files: &[(String, ResultFile)],
+    trace: Option<&Path>,
+) -> anyhow::Result<CheckReport> {
+    let measured = files
+        .iter()
+        .map(|f| merge::merge(std::slice::from_ref(f)))
+        .collect::<anyhow::Result<Vec<LoadResult>>>()?;
+    let (name0, first) = (&files[0].0, &measured[0]);
+    let unstarted = |p: &LoadPlan| LoadPlan {
+        start: None,
+        ..p.clone()
+    };
+    for ((name, _), m) in files.iter().zip(&measured).skip(1) {
+        if unstarted(&m.plan) != unstarted(&first.plan) {
+            anyhow::bail!(
+                "{name}: a different load plan than {name0}: twin check takes repeated runs of \
+                 one plan"
+            );
+        }
+    }
+    let timeout_s = first.run.config.timeout.parse::<f64>().unwrap_or(600.0);
+    let predicted = match &first.plan.trace {
+        Some(t) => predict_replay(twin, first, t, trace, timeout_s)?,
+        None => predict_cells(twin, first, timeout_s)?,
+    };
+    let hits = |r: &LoadResult| {
+        let plan = r.plan.trace.as_ref()?;
+        crate::trace::hits::summarise(plan, &r.requests, &r.cells).observed_ratio
+    };
+    let mut cells = Vec::new();
+    for p in &predicted.cells {
+        let of_measured: Vec<&CellRecord> = measured
+            .iter()
+            .filter_map(|m| m.cells.iter().find(|c| c.cell.same(&p.cell)))
+            .collect();
+        let mut rows = Vec::new();
+        for figure in Figure::ALL {
+            let values: Vec<f64> = of_measured
+                .iter()
+                .zip(&measured)
+                .filter_map(|(c, m)| figure.of(c, hits(m)))
+                .collect();
+            if values.len() != of_measured.len() || values.is_empty() {
+                continue;
+            }
+            let predicted_value = figure.of(p, hits(&predicted)).unwrap_or(f64::NAN);
+            rows.push(compare(figure, values, predicted_value));
+        }
+        let mean_error = rows.iter().map(|r| r.error).sum::<f64>() / rows.len().max(1) as f64;
+        cells.push(CellCheck {
+            key: p.cell,
+            rows,
+            mean_error,
+        });
+    }
+    Ok(CheckReport {
+        profile: twin.path.clone(),
+        files: files.iter().map(|f| f.0.clone()).collect(),
+        cells,
+    })
+}
+
+/// Every measured cell of a load plan, predicted.
+fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<LoadResult> {
+    let mut out = LoadResult {
+        cells: Vec::new(),
+        knees: Vec::new(),
+        requests: Vec::new(),
+        server_metrics: Vec::new(),
+        run: m.run.clone(),
+        plan: m.plan.clone(),
+    };
+    for c in &m.cells {
+        let p = predict_cell(twin, &m.plan, c.cell, timeout_s)?;
+        super::predict::push(twin, &m.plan, &mut out, c.cell, p);
+    }
+    Ok(out)
+}
+
+/// The measured replay, predicted: the trace it names (or `trace`), selected and timed as
+/// it was, summarised under the measured plan's SLOs.
+fn predict_replay(
+    twin: &Twin,
+    m: &LoadResult,
+    t: &crate::record::load::TracePlan,
+    trace: Option<&Path>,
+    timeout_s: f64,
+) -> anyhow::Result<LoadResult> {
+    let file = trace.map_or_else(|| t.file.clone(), |p| p.display().to_string());
+    if !Path::new(&file).exists() {
+        anyhow::bail!("the measured replay's trace {file} is not there; give it with --trace FILE");
+    }
+    let mut argv: Vec<String> = [
+        "ctxbench",
+        "load",
+        "--trace",
+        &file,
+        "--trace-format",
+        &t.format,
+    ]
+    .map(String::from)
+    .into();
+    let mut flag = |k: &str, v: String| argv.extend([k.to_string(), v]);
+    flag("--block-tokens", t.block_tokens.to_string());
+    flag("--time-scale", t.time_scale.to_string());
+    flag("--seed", m.plan.seed.to_string());
+    flag("--timeout", timeout_s.to_string());
+    if let Some(n) = t.limit {
+        flag("--trace-limit", n.to_string());
+    }
+    if let Some(w) = &t.window {
+        flag("--trace-window", w.clone());
+    }
+    if let Some(n) = m.plan.max_concurrency {
+        flag("--max-concurrency", n.to_string());
+    }
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv)
+        .map_err(|e| anyhow::anyhow!("the measured replay's plan: {e}"))?;
+    let crate::cli::Command::Load(args) = cli.command else {
+        unreachable!("parsed as load")
+    };
+    let mut r = super::predict_trace::execute(twin, &args)?;
+    // Goodput under the SLOs the measurement was held to.
+    r.plan.slo = m.plan.slo;
+    r.plan.goodput_target = m.plan.goodput_target;
+    for c in &mut r.cells {
+        let reqs: Vec<_> = r.requests.iter().filter(|q| q.cell.same(&c.cell)).collect();
+        let scrapes: Vec<_> = r
+            .server_metrics
+            .iter()
+            .filter(|s| s.cell.same(&c.cell))
+            .collect();
+        let notes = std::mem::take(&mut c.notes);
+        *c = crate::load::cell::summarise(
+            c.cell,
+            &reqs,
+            &scrapes,
+            &r.plan.slo,
+            r.plan.goodput_target,
+        );
+        c.notes = notes;
+    }
+    Ok(r)
+}
+
+/// The report as printed.
+pub fn render(r: &CheckReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "twin check: profile {} against {}{}",
+        r.profile,
+        r.files[0],
+        match r.files.len() {
+            1 => String::new(),
+            n => format!(" and {} repeat(s) of its plan", n - 1),
+        }
+    );
+    for c in &r.cells {
+        let _ = writeln!(
+            s,
+            "\ncell {} {}: mean error {:.1} %",
+            c.key.context_tokens,
+            c.key.load_label(),
+            c.mean_error * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "  {:<14} {:>12} {:>12} {:>8} {:>8} {:>8}",
+            "figure", "measured", "predicted", "error", "spread", "bound"
+        );
+        for row in &c.rows {
+            let f = row.figure;
+            let pct = |x: f64| {
+                let unit = if f == Figure::HitRatio { " pt" } else { " %" };
+                format!("{:.1}{unit}", x * 100.0)
+            };
+            let _ = writeln!(
+                s,
+                "  {:<14} {:>12} {:>12} {:>8} {:>8} {:>8}{}",
+                f.name(),
+                f.show(row.measured_mean()),
+                f.show(row.predicted),
+                pct(row.error),
+                row.spread.map_or("-".into(), pct),
+                pct(row.bound),
+                if row.flagged { "  BEYOND BOUND" } else { "" }
+            );
+        }
+    }
+    let total: usize = r.cells.iter().map(|c| c.rows.len()).sum();
+    let _ = writeln!(
+        s,
+        "\n{} of {total} figures beyond their bounds",
+        r.flagged()
+    );
+    s
+}

@@ -1,0 +1,211 @@
+//! Load's clients in virtual time: a closed loop's workers (each sends its next request
+//! when its last one finished) or an open loop's schedule (optionally capped), each request
+//! followed from arrival to its last token, as `load` would have recorded it.
+
+use crate::run::Budget;
+use crate::sim::scheduler::{Emission, NewRequest, OutputKind};
+use crate::sim::virtual_time::Clients;
+use std::collections::VecDeque;
+
+/// How long after its worker saw the last token a closed loop's next request (or a capped
+/// open loop's waiting one) reaches the engine. Any time above zero and below a step puts
+/// it where a real server puts it: the engine plans its next step the instant the last one
+/// ends, so the request joins the step after that (a zero gap would join it at once, a
+/// step sooner than any client can).
+pub const CLIENT_GAP_S: f64 = 1e-6;
+
+/// What each request of a cell is.
+pub trait Prompts {
+    /// Request `index`'s prompt token ids and output tokens.
+    fn request(&mut self, index: u64) -> (Vec<u32>, u64);
+}
+
+/// How a cell's requests are offered.
+#[derive(Debug, Clone)]
+pub enum Pace {
+    /// `workers` back to back until the budget is spent.
+    Closed { workers: usize, budget: Budget },
+    /// Send times (s from the cell's start); with a cap, a request finding `cap` in flight
+    /// waits for one to finish.
+    Open { at_s: Vec<f64>, cap: Option<usize> },
+}
+
+/// One request as the client saw it; times in seconds from the cell's start.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub index: u64,
+    pub scheduled_s: f64,
+    pub sent_s: f64,
+    pub prompt_tokens: u64,
+    pub first_s: Option<f64>,
+    pub last_s: Option<f64>,
+    pub finished_s: Option<f64>,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    /// Per event after the first: the gap divided over its tokens, to the microsecond.
+    pub itl_s: Vec<f64>,
+    pub preemptions: u32,
+}
+
+enum State {
+    Closed {
+        /// When each idle worker's next request arrives, earliest first.
+        free: VecDeque<f64>,
+        budget: Budget,
+    },
+    Open {
+        at_s: Vec<f64>,
+        /// When each free slot of a capped loop became free, earliest first (`None`:
+        /// uncapped).
+        permits: Option<VecDeque<f64>>,
+    },
+}
+
+/// A cell's clients, recording every request's outcome.
+pub struct CellClients<P> {
+    state: State,
+    prompts: P,
+    seed: u64,
+    outcomes: Vec<Outcome>,
+}
+
+impl<P: Prompts> CellClients<P> {
+    pub fn new(pace: Pace, prompts: P, seed: u64) -> Self {
+        let state = match pace {
+            Pace::Closed { workers, budget } => State::Closed {
+                free: vec![0.0; workers.max(1)].into(),
+                budget,
+            },
+            Pace::Open { at_s, cap } => State::Open {
+                at_s,
+                permits: cap.map(|c| vec![0.0; c.max(1)].into()),
+            },
+        };
+        CellClients {
+            state,
+            prompts,
+            seed,
+            outcomes: Vec::new(),
+        }
+    }
+
+    /// Every request sent, in send order.
+    pub fn into_outcomes(self) -> Vec<Outcome> {
+        self.outcomes
+    }
+
+    /// The next request's (scheduled, arrival) times, if one is due.
+    fn next(&self) -> Option<(f64, f64)> {
+        let i = self.outcomes.len();
+        match &self.state {
+            State::Closed { free, budget } => {
+                let t = *free.front()?;
+                let more = match budget {
+                    Budget::Requests(n) => (i as u64) < *n,
+                    Budget::Duration(d) => t < d.as_secs_f64(),
+                };
+                more.then_some((t, t))
+            }
+            State::Open { at_s, permits } => {
+                let at = *at_s.get(i)?;
+                match permits {
+                    None => Some((at, at)),
+                    Some(p) => Some((at, at.max(*p.front()?))),
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, at_s: f64) {
+        let t = at_s + CLIENT_GAP_S;
+        match &mut self.state {
+            State::Closed { free, .. } => free.push_back(t),
+            State::Open {
+                permits: Some(p), ..
+            } => p.push_back(t),
+            State::Open { permits: None, .. } => {}
+        }
+    }
+}
+
+impl<P: Prompts> Clients for CellClients<P> {
+    fn next_arrival_s(&self) -> Option<f64> {
+        self.next().map(|(_, arrival)| arrival)
+    }
+
+    fn arrive(&mut self) -> (NewRequest, Option<f64>) {
+        let (scheduled_s, sent_s) = self.next().expect("an arrival is due");
+        match &mut self.state {
+            State::Closed { free, .. } => {
+                free.pop_front();
+            }
+            State::Open { permits, .. } => {
+                if let Some(p) = permits {
+                    p.pop_front();
+                }
+            }
+        }
+        let index = self.outcomes.len() as u64;
+        let (prompt, output) = self.prompts.request(index);
+        self.outcomes.push(Outcome {
+            index,
+            scheduled_s,
+            sent_s,
+            prompt_tokens: prompt.len() as u64,
+            ..Outcome::default()
+        });
+        let req = NewRequest {
+            id: index,
+            prompt,
+            max_tokens: output,
+            target_tokens: output,
+            arrival_s: sent_s,
+            seed: self.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        };
+        (req, None)
+    }
+
+    fn on_output(&mut self, em: &Emission) {
+        let o = &mut self.outcomes[em.id as usize];
+        match (em.kind, o.last_s) {
+            (OutputKind::First, _) | (_, None) => o.first_s = Some(em.at_s),
+            (_, Some(last)) if em.tokens > 0 => {
+                let gap = (em.at_s - last) / em.tokens as f64;
+                o.itl_s.push((gap * 1e6).round() / 1e6);
+            }
+            _ => {}
+        }
+        o.last_s = Some(em.at_s);
+        o.output_tokens += em.tokens;
+        o.cached_tokens = em.cached_tokens;
+        o.preemptions = em.preemptions;
+        if em.finished {
+            o.finished_s = Some(em.at_s);
+            self.release(em.at_s);
+        }
+    }
+}
+
+/// Distinct prompts of one length, as `load` sends them: each request's leading nonce makes
+/// its first page its own, so no request's cache serves another.
+pub struct Fresh {
+    pub prompt_tokens: u64,
+    pub output_tokens: u64,
+    /// Told apart from other cells' prompts (one engine may serve several cells).
+    pub salt: u32,
+}
+
+impl Prompts for Fresh {
+    fn request(&mut self, index: u64) -> (Vec<u32>, u64) {
+        let n = self.prompt_tokens.max(1) as usize;
+        let mut p: Vec<u32> = (0..n).map(|i| (i % 30_011) as u32 + 100).collect();
+        p[0] = self.salt;
+        if n > 1 {
+            p[1] = index as u32;
+        }
+        if n > 2 {
+            p[2] = (index >> 32) as u32;
+        }
+        (p, self.output_tokens)
+    }
+}

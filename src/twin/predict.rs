@@ -1,0 +1,238 @@
+//! `ctxbench twin predict`: the arrival plans `load` takes (closed, open, `--find-knee`)
+//! run against the profile's engine in virtual time, each cell on a fresh engine, its
+//! requests made as `load` makes them (same lengths, output tokens, budgets and seeded
+//! arrivals: load's own `run::arrivals` plan, iterated here instead of over HTTP).
+//! Traces are in `predict_trace.rs`; the records are load's own (`output.rs`).
+
+use super::cell::{self, Predicted};
+use super::clients::{Fresh, Pace};
+use super::output;
+use super::profile::Profile;
+use crate::cli::LoadArgs;
+use crate::lengths::parse_lengths;
+use crate::load::{self, LoadResult, knee};
+use crate::record::load::{CellKey, CellRecord, LoadPlan};
+use crate::run::Arrival;
+use crate::run::arrivals::{ArrivalPlan, Arrivals, PlannedCell, Shape};
+use crate::sim::scheduler::EngineConfig;
+use crate::workload::points::{self, Limit};
+use std::time::Duration;
+
+/// A profile and the engine it configures (whatif changes the engine, not the profile).
+#[derive(Debug, Clone)]
+pub struct Twin {
+    pub profile: Profile,
+    /// As given on the command line, for the records.
+    pub path: String,
+    pub engine: EngineConfig,
+}
+
+impl Twin {
+    pub fn read(path: &std::path::Path) -> anyhow::Result<Twin> {
+        let profile = Profile::read(path).map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
+        Ok(Twin::new(profile, path.display().to_string()))
+    }
+
+    pub fn new(profile: Profile, path: String) -> Twin {
+        let engine = profile.engine_config();
+        Twin {
+            profile,
+            path,
+            engine,
+        }
+    }
+
+    /// The server's context limit as the profile has it.
+    pub fn context_limit(&self) -> Limit {
+        Limit {
+            tokens: self.profile.limits.context_tokens.value.round() as u64,
+            source: format!("twin profile {}", self.path),
+        }
+    }
+}
+
+/// Refuse the load flags that have no meaning in virtual time, naming each.
+pub fn refuse_live_flags(args: &LoadArgs) -> anyhow::Result<()> {
+    let refused = [
+        (
+            args.target.url.is_some(),
+            "--url",
+            "the profile is the server",
+        ),
+        (args.resume, "--resume", "a prediction is recomputed whole"),
+        (
+            args.shard.is_some() || args.shards.is_some(),
+            "--shard/--shards",
+            "one process predicts the whole plan",
+        ),
+        (
+            args.start_at.is_some(),
+            "--start-at",
+            "virtual time starts at 0",
+        ),
+    ];
+    for (given, flag, why) in refused {
+        if given {
+            anyhow::bail!("{flag} does not apply to a prediction: {why}");
+        }
+    }
+    Ok(())
+}
+
+/// Predict the plan `args` describes (library entry point): load's own arrival plan
+/// (`load::plan`), each of its cells run on a fresh engine.
+pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
+    refuse_live_flags(args)?;
+    if args.trace.is_some() {
+        return super::predict_trace::execute(twin, args);
+    }
+    let (arrivals, mut plan, _) = load::plan::plan(args)?;
+    let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
+    let lengths = points::resolve(&specs, args.output_tokens, Some(&twin.context_limit()))?;
+    plan.lengths = lengths.clone();
+    let mut out = output::result(twin, args, &plan, lengths.clone());
+    for (li, &n) in lengths.iter().enumerate() {
+        if let Shape::Knee { max } = arrivals.shape {
+            knee_of(twin, &arrivals, &plan, &mut out, n, max, args.timeout)?;
+            continue;
+        }
+        for cell in arrivals.cells(li, n) {
+            let p = run_cell(twin, &plan, &cell, args.timeout);
+            push(twin, &plan, &mut out, cell.key, p);
+        }
+    }
+    Ok(out)
+}
+
+/// The arrival plan a load file's plan was run from (`twin check`).
+pub fn arrival_plan(plan: &LoadPlan) -> anyhow::Result<ArrivalPlan> {
+    let shape = match plan.mode.as_str() {
+        "closed" => Shape::Closed(plan.concurrency.clone()),
+        "open" => Shape::Open {
+            rates: plan.rates.clone(),
+            arrival: plan
+                .arrival
+                .as_deref()
+                .unwrap_or("poisson")
+                .parse::<Arrival>()
+                .map_err(anyhow::Error::msg)?,
+        },
+        "knee" => Shape::Knee { max: u32::MAX },
+        other => anyhow::bail!("a load plan of mode `{other}` has no closed or open cells"),
+    };
+    Ok(ArrivalPlan {
+        shape,
+        requests: plan.requests,
+        duration: plan.duration_s.map(Duration::from_secs_f64),
+        max_concurrency: plan.max_concurrency,
+        seed: plan.seed,
+    })
+}
+
+/// The cell `key` of a load file's plan, predicted as `load` ran it: a closed loop's
+/// budget, an open loop's seeded schedule. `timeout_s`: load's `--timeout`.
+pub fn predict_cell(
+    twin: &Twin,
+    plan: &LoadPlan,
+    key: CellKey,
+    timeout_s: f64,
+) -> anyhow::Result<Predicted> {
+    let arrivals = arrival_plan(plan)?;
+    let cell = match key.concurrency {
+        Some(c) => arrivals.closed(key.context_tokens, c),
+        None => {
+            let li = plan
+                .lengths
+                .iter()
+                .position(|&n| n == key.context_tokens)
+                .ok_or_else(|| anyhow::anyhow!("cell {key:?}: its length is not in the plan"))?;
+            arrivals
+                .cells(li, key.context_tokens)
+                .into_iter()
+                .find(|c| c.key.same(&key))
+                .ok_or_else(|| anyhow::anyhow!("cell {key:?}: its rate is not in the plan"))?
+        }
+    };
+    Ok(run_cell(twin, plan, &cell, timeout_s))
+}
+
+/// How a planned cell's requests are offered, in virtual time.
+pub fn pace(arrivals: &Arrivals) -> Pace {
+    match arrivals {
+        Arrivals::Closed {
+            concurrency,
+            budget,
+        } => Pace::Closed {
+            workers: *concurrency as usize,
+            budget: *budget,
+        },
+        Arrivals::Open {
+            at,
+            max_concurrency,
+            ..
+        } => Pace::Open {
+            at_s: at.iter().map(Duration::as_secs_f64).collect(),
+            cap: max_concurrency.map(|m| m as usize),
+        },
+    }
+}
+
+/// One planned cell of fresh prompts (each its own nonce), on a fresh engine.
+fn run_cell(twin: &Twin, plan: &LoadPlan, cell: &PlannedCell, timeout_s: f64) -> Predicted {
+    let prompts = Fresh {
+        prompt_tokens: cell.key.context_tokens,
+        output_tokens: plan.output_tokens,
+        salt: 1,
+    };
+    cell::run(
+        &twin.engine,
+        cell.key,
+        pace(&cell.arrivals),
+        prompts,
+        plan.seed,
+        timeout_s,
+    )
+}
+
+/// Summarise a predicted cell as `load` does and add it to the result.
+pub fn push(
+    twin: &Twin,
+    plan: &LoadPlan,
+    out: &mut LoadResult,
+    key: CellKey,
+    p: Predicted,
+) -> CellRecord {
+    let cell = output::summarise(twin, plan, key, &p);
+    out.cells.push(cell.clone());
+    out.requests.extend(p.requests);
+    out.server_metrics.extend(p.scrapes);
+    cell
+}
+
+/// `--find-knee` at length `n`: load's own search over predicted closed-loop cells.
+fn knee_of(
+    twin: &Twin,
+    arrivals: &ArrivalPlan,
+    plan: &LoadPlan,
+    out: &mut LoadResult,
+    n: u64,
+    max: u32,
+    timeout_s: f64,
+) -> anyhow::Result<()> {
+    let found = futures::executor::block_on(knee::search(max, async |c| {
+        let cell = arrivals.closed(n, c);
+        let p = run_cell(twin, plan, &cell, timeout_s);
+        Ok(push(twin, plan, out, cell.key, p).meets_target)
+    }))?;
+    let e = &twin.engine;
+    let planned = knee::planned_concurrency(
+        Some(e.pool_tokens),
+        e.page_tokens,
+        Some(e.max_running as u64),
+        n,
+        plan.output_tokens,
+    );
+    let k = knee::knee_record(&out.cells, n, &found, planned);
+    out.knees.push(k);
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `twin predict --trace`: a trace replayed against the profile's engine in virtual time,
+//! selected and timed as `load --trace` does (its own arrival plan, `load::replay`) (`--trace-window`, `--trace-limit`,
+//! `--time-scale`, `--max-concurrency`), equal block ids made equal tokens so the engine's
+//! prefix cache hits what the server's could.
+
+use super::cell;
+use super::clients::Prompts;
+use super::output;
+use super::predict::{Twin, push};
+use crate::cli::LoadArgs;
+use crate::load::LoadResult;
+use crate::load::replay;
+use crate::record::load::{CellKey, LoadPlan, TracePlan, TraceRequestInfo};
+use crate::trace::blocks::Blocks;
+use crate::trace::expect;
+use crate::trace::format::TraceRequest;
+
+/// Token ids block contents are drawn from: any ids do, the engine only compares them.
+const BLOCK_IDS: std::ops::Range<u32> = 1_000..33_000;
+
+/// The trace's requests, their prompts built from their block ids.
+struct TracePrompts<'a> {
+    blocks: &'a Blocks,
+    requests: &'a [TraceRequest],
+}
+
+impl Prompts for TracePrompts<'_> {
+    fn request(&mut self, index: u64) -> (Vec<u32>, u64) {
+        let r = &self.requests[index as usize];
+        (self.blocks.prompt(r), r.output_length)
+    }
+}
+
+/// Predict the replay of `args.trace`.
+pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
+    let (requests, window) = replay::prepare(args)?;
+    let slo = crate::load::slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    let limit = twin.context_limit();
+    replay::check_context(&requests, Some(limit.tokens))?;
+    let page = twin.engine.page_tokens;
+    let (expected, working_set) = expect::expected(&requests, args.block_tokens, page);
+    let (arrivals, groups) = replay::arrival_plan(args, &requests);
+    let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
+    let trace_plan = TracePlan {
+        file: args
+            .trace
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        format: args.trace_format.name().into(),
+        block_tokens: args.block_tokens,
+        time_scale: args.time_scale,
+        limit: args.trace_limit,
+        window: window.and(args.trace_window.clone()),
+        requests: requests.len() as u64,
+        page_tokens: page,
+        working_set_tokens: working_set,
+        kv_pool_tokens: Some(twin.engine.pool_tokens),
+        content: "filler".into(),
+    };
+    let plan = LoadPlan {
+        mode: "trace".into(),
+        lengths: vec![longest],
+        concurrency: Vec::new(),
+        rates: Vec::new(),
+        arrival: Some("trace".into()),
+        max_concurrency: args.max_concurrency,
+        requests: Some(requests.len() as u64),
+        duration_s: None,
+        output_tokens: requests.iter().map(|r| r.output_length).max().unwrap_or(0),
+        slo,
+        goodput_target: args.goodput_target,
+        seed: args.seed,
+        trace: Some(trace_plan),
+        shard: None,
+        start: None,
+    };
+    let mut out = output::result(twin, args, &plan, vec![longest]);
+    let key = CellKey {
+        context_tokens: longest,
+        concurrency: None,
+        rate: None,
+    };
+    let Some(planned) = arrivals.cells(0, longest).into_iter().next() else {
+        anyhow::bail!("--trace: the replay's arrival plan has no cell");
+    };
+    let pace = super::predict::pace(&planned.arrivals);
+    let blocks = Blocks::filler(args.block_tokens, BLOCK_IDS.collect(), args.seed)?;
+    let prompts = TracePrompts {
+        blocks: &blocks,
+        requests: &requests,
+    };
+    let mut p = cell::run(&twin.engine, key, pace, prompts, args.seed, args.timeout);
+    let t0_ms = requests[0].timestamp_ms;
+    for r in &mut p.requests {
+        let i = r.index as usize;
+        let (t, e) = (&requests[i], expected[i]);
+        r.trace = Some(TraceRequestInfo {
+            line: t.line,
+            trace_s: (t.timestamp_ms - t0_ms) / 1e3,
+            group: groups[i] as u64,
+            input_length: t.input_length,
+            output_length: t.output_length,
+            shared_blocks: e.shared_blocks,
+            shared_tokens: e.shared_tokens,
+            possible_cached_tokens: e.possible_cached_tokens,
+            early_stop: false,
+        });
+    }
+    push(twin, &plan, &mut out, key, p);
+    Ok(out)
+}

@@ -1,0 +1,347 @@
+//! `ctxbench twin whatif`: the profile's engine with knobs changed (max-running, pool,
+//! chunk), each configuration predicted over the same load plan (or trace), set side by side
+//! with its SLO verdict, goodput and knee; the best configuration named; every place a
+//! configuration leaves what was calibrated said.
+
+use super::envelope;
+use super::predict::{self, Twin};
+use crate::cli::LoadArgs;
+use crate::load::LoadResult;
+use std::fmt::Write;
+
+/// What `--vary` may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    /// Requests running at once.
+    MaxRunning,
+    /// KV pool, tokens.
+    Pool,
+    /// Prefill tokens per step (chunked-prefill budget).
+    Chunk,
+    /// The load dimension: closed-loop workers (load's `--concurrency`).
+    Concurrency,
+    /// The load dimension: open-loop rates (load's `--rate`).
+    Rate,
+    /// The load dimension of a trace: load's `--time-scale`.
+    TimeScale,
+}
+
+impl Knob {
+    const NAMES: [(&'static str, Knob); 6] = [
+        ("max-running", Knob::MaxRunning),
+        ("pool", Knob::Pool),
+        ("chunk", Knob::Chunk),
+        ("concurrency", Knob::Concurrency),
+        ("rate", Knob::Rate),
+        ("time-scale", Knob::TimeScale),
+    ];
+
+    pub fn name(self) -> &'static str {
+        Knob::NAMES
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// One `--vary KNOB=A,B,…`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vary {
+    pub knob: Knob,
+    /// As given (counts take `k`).
+    pub values: Vec<String>,
+}
+
+/// Parse one `--vary`, naming the flag in every error.
+pub fn parse_vary(s: &str) -> anyhow::Result<Vary> {
+    let (name, list) = s.split_once('=').ok_or_else(|| {
+        anyhow::anyhow!("--vary `{s}`: expected KNOB=A,B,… e.g. max-running=8,16,64")
+    })?;
+    let knob = Knob::NAMES
+        .iter()
+        .find(|(n, _)| *n == name.trim())
+        .map(|(_, k)| *k)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Knob::NAMES.iter().map(|(n, _)| *n).collect();
+            anyhow::anyhow!(
+                "--vary `{s}`: unknown knob `{name}`; one of {}",
+                names.join(", ")
+            )
+        })?;
+    let values: Vec<String> = list
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() {
+        anyhow::bail!("--vary `{s}`: give at least one value");
+    }
+    for v in &values {
+        let ok = match knob {
+            Knob::MaxRunning | Knob::Pool | Knob::Chunk => {
+                crate::lengths::parse_count(v).is_ok_and(|n| n > 0)
+            }
+            Knob::Concurrency => v.parse::<u32>().is_ok_and(|n| n > 0),
+            Knob::Rate | Knob::TimeScale => {
+                v.parse::<f64>().is_ok_and(|x| x.is_finite() && x > 0.0)
+            }
+        };
+        if !ok {
+            anyhow::bail!("--vary {}: `{v}` is not a positive number", knob.name());
+        }
+    }
+    Ok(Vary { knob, values })
+}
+
+/// One configuration: a value per engine knob (and time scale) varied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub settings: Vec<(Knob, String)>,
+}
+
+impl Config {
+    pub fn label(&self) -> String {
+        if self.settings.is_empty() {
+            return "as profiled".into();
+        }
+        self.settings
+            .iter()
+            .map(|(k, v)| format!("{}={v}", k.name()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The twin and load flags of this configuration.
+    fn apply(&self, twin: &Twin, args: &LoadArgs) -> anyhow::Result<(Twin, LoadArgs)> {
+        let (mut t, mut a) = (twin.clone(), args.clone());
+        let count = |v: &str| crate::lengths::parse_count(v).map_err(anyhow::Error::msg);
+        for (knob, v) in &self.settings {
+            match knob {
+                Knob::MaxRunning => t.engine.max_running = count(v)? as usize,
+                Knob::Pool => t.engine.pool_tokens = count(v)?,
+                Knob::Chunk => t.engine.max_batch_tokens = count(v)?,
+                Knob::TimeScale => a.time_scale = v.parse()?,
+                Knob::Concurrency | Knob::Rate => {}
+            }
+        }
+        Ok((t, a))
+    }
+}
+
+/// Every combination of the engine knobs' values (load knobs set the load flags instead).
+pub fn configs(varies: &[Vary]) -> Vec<Config> {
+    let mut out = vec![Config {
+        settings: Vec::new(),
+    }];
+    for v in varies {
+        if matches!(v.knob, Knob::Concurrency | Knob::Rate) {
+            continue;
+        }
+        out = out
+            .into_iter()
+            .flat_map(|c| {
+                v.values.iter().map(move |x| {
+                    let mut c = c.clone();
+                    c.settings.push((v.knob, x.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// One configuration's prediction.
+pub struct Outcome {
+    pub config: Config,
+    pub result: LoadResult,
+    pub warnings: Vec<String>,
+}
+
+/// Predict every configuration.
+pub fn run(twin: &Twin, args: &LoadArgs, vary: &[String]) -> anyhow::Result<Vec<Outcome>> {
+    let varies = vary
+        .iter()
+        .map(|s| parse_vary(s))
+        .collect::<anyhow::Result<Vec<Vary>>>()?;
+    let mut args = args.clone();
+    for v in &varies {
+        match v.knob {
+            Knob::Concurrency => args.concurrency = Some(v.values.join(",")),
+            Knob::Rate => args.rate = Some(v.values.join(",")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for config in configs(&varies) {
+        let (t, a) = config.apply(twin, &args)?;
+        let result = predict::execute(&t, &a)?;
+        let mut warnings = envelope::warnings(&t, &result);
+        let measured_pool = twin.profile.limits.pool_tokens.value;
+        if t.engine.pool_tokens as f64 > measured_pool {
+            warnings.push(format!(
+                "pool {} tokens is larger than the measured server's ({measured_pool:.0}): \
+                 it must fit in the accelerator's memory",
+                t.engine.pool_tokens
+            ));
+        }
+        out.push(Outcome {
+            config,
+            result,
+            warnings,
+        });
+    }
+    Ok(out)
+}
+
+/// Per length: the largest load whose cell meets the SLOs at the goodput target, from the
+/// knee search when there was one, else from the cells (`None`: none met).
+pub fn knees(r: &LoadResult) -> Vec<(u64, Option<f64>)> {
+    if !r.knees.is_empty() {
+        return r.knees.iter().map(|k| (k.context_tokens, k.knee)).collect();
+    }
+    r.plan
+        .lengths
+        .iter()
+        .map(|&n| {
+            let best = r
+                .cells
+                .iter()
+                .filter(|c| c.cell.context_tokens == n && c.meets_target)
+                .filter_map(|c| c.cell.concurrency.map(f64::from).or(c.cell.rate))
+                .reduce(f64::max);
+            (n, best)
+        })
+        .collect()
+}
+
+/// The best configuration: the one meeting the SLOs at the most load (summed knees), then
+/// with the most goodput among its passing cells, the first given on a tie; `None` when
+/// none meets them anywhere.
+pub fn best(outcomes: &[Outcome]) -> Option<usize> {
+    let score = |o: &Outcome| {
+        let load: f64 = knees(&o.result).iter().filter_map(|k| k.1).sum();
+        let goodput: f64 = o
+            .result
+            .cells
+            .iter()
+            .filter(|c| c.meets_target)
+            .filter_map(|c| c.goodput_rps)
+            .sum();
+        let passes = o.result.cells.iter().any(|c| c.meets_target);
+        (passes, load, goodput)
+    };
+    // Ties go to the first configuration given (the cheaper one, when listed so).
+    let (i, (passes, _, _)) = outcomes
+        .iter()
+        .map(score)
+        .enumerate()
+        .reduce(|best, x| if x.1 > best.1 { x } else { best })?;
+    passes.then_some(i)
+}
+
+/// The table, the knees, the warnings and the verdict.
+pub fn render(outcomes: &[Outcome]) -> String {
+    let mut s = String::new();
+    let ms = |p: Option<crate::record::Percentiles>, f: fn(&crate::record::Percentiles) -> f64| {
+        p.map_or("-".into(), |p| format!("{:.0}", f(&p) * 1e3))
+    };
+    let _ = writeln!(
+        s,
+        "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  SLO",
+        "configuration",
+        "length",
+        "load",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "tok/s",
+        "goodput",
+        "good %"
+    );
+    let _ = writeln!(
+        s,
+        "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9}",
+        "", "", "", "ms", "ms", "ms"
+    );
+    for o in outcomes {
+        for c in &o.result.cells {
+            let _ = writeln!(
+                s,
+                "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  {}",
+                o.config.label(),
+                c.cell.context_tokens,
+                c.cell.load_label(),
+                ms(c.ttft_s, |p| p.p50),
+                ms(c.ttft_s, |p| p.p99),
+                ms(c.tpot_s, |p| p.p50),
+                c.output_tps.map_or("-".into(), |x| format!("{x:.0}")),
+                c.goodput_rps.map_or("-".into(), |x| format!("{x:.2}/s")),
+                c.goodput_fraction
+                    .map_or("-".into(), |x| format!("{:.0}", x * 100.0)),
+                if c.meets_target { "meets" } else { "misses" }
+            );
+        }
+    }
+    s.push('\n');
+    for o in outcomes {
+        let k: Vec<String> = knees(&o.result)
+            .iter()
+            .map(|(n, k)| match k {
+                Some(k) => format!("{n} tokens: {k}"),
+                None => format!("{n} tokens: none meets"),
+            })
+            .collect();
+        let _ = writeln!(s, "knee, {}: {}", o.config.label(), k.join("; "));
+        for w in &o.warnings {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+    }
+    match best(outcomes) {
+        Some(i) => {
+            let _ = writeln!(
+                s,
+                "\nbest: {} (meets the SLOs at the most load, then the most goodput)",
+                outcomes[i].config.label()
+            );
+        }
+        None => {
+            let _ = writeln!(s, "\nno configuration meets the SLOs in any cell");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varies_parse_and_bad_ones_name_the_flag() {
+        let v = parse_vary("max-running=8,16, 64").unwrap();
+        assert_eq!(v.knob, Knob::MaxRunning);
+        assert_eq!(v.values, ["8", "16", "64"]);
+        assert_eq!(parse_vary("pool=128k,256k").unwrap().knob, Knob::Pool);
+        for bad in ["max-running", "speed=1", "chunk=", "chunk=0", "rate=x"] {
+            let e = parse_vary(bad).unwrap_err().to_string();
+            assert!(e.contains("--vary"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn configurations_are_every_combination_of_the_engine_knobs() {
+        let v = [
+            parse_vary("max-running=8,64").unwrap(),
+            parse_vary("concurrency=1,2").unwrap(),
+            parse_vary("pool=100k,200k,300k").unwrap(),
+        ];
+        let c = configs(&v);
+        assert_eq!(
+            c.len(),
+            6,
+            "the load dimension is cells, not configurations"
+        );
+        assert_eq!(c[0].label(), "max-running=8 pool=100k");
+        assert_eq!(c[5].label(), "max-running=64 pool=300k");
+    }
+}

@@ -1,0 +1,195 @@
+//! `twin predict` and `twin whatif` in virtual time (no server, no sleeping): a trace's
+//! shared prefixes hit the engine's cache; the written file reads back as a load file;
+//! the knee search runs on predicted cells; and the story's question — max-running 64 vs 8
+//! at long context on a 218k-token pool — gets its answer.
+
+use clap::Parser;
+use ctxbench::cli::{Cli, Command, LoadArgs};
+use ctxbench::sim::CostModel;
+use ctxbench::sim::scheduler::EngineConfig;
+use ctxbench::sim::stepcost::StepCost;
+use ctxbench::twin::known::profile_of;
+use ctxbench::twin::predict::{Twin, execute};
+use ctxbench::twin::whatif;
+
+fn engine(max_running: usize, pool_tokens: u64) -> EngineConfig {
+    EngineConfig {
+        cost: StepCost {
+            model: CostModel {
+                t0: 0.025,
+                p0: 40_000.0,
+                q: 1.0e-10,
+                d0: 0.008,
+                d1: 2.0e-8,
+            },
+            overhead: 0.001,
+            d2: 0.001,
+            spec_draft: Default::default(),
+        },
+        max_batch_tokens: 2048,
+        max_running,
+        spec: 1,
+        new_token_ratio: 1.0,
+        page_tokens: 16,
+        pool_tokens,
+        cache: true,
+    }
+}
+
+fn load_args(argv: &[&str]) -> LoadArgs {
+    let mut full = vec!["ctxbench", "load"];
+    full.extend_from_slice(argv);
+    let Command::Load(a) = Cli::try_parse_from(full).expect("load flags parse").command else {
+        unreachable!()
+    };
+    *a
+}
+
+/// A conversation's second turn resends the first turn's prompt (3 whole blocks) and
+/// adds one; the engine's cache serves the shared blocks, and the file `--out` writes reads
+/// back as a load file with the same cell.
+#[test]
+fn a_trace_hits_the_engines_cache_and_its_file_reads_as_a_load_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    std::fs::write(
+        &trace,
+        "{\"timestamp\":0,\"input_length\":1536,\"output_length\":8,\"hash_ids\":[1,2,3]}\n\
+         {\"timestamp\":2000,\"input_length\":2000,\"output_length\":8,\"hash_ids\":[1,2,3,4]}\n\
+         {\"timestamp\":2500,\"input_length\":700,\"output_length\":8,\"hash_ids\":[9,10]}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("pred.jsonl");
+    let twin = Twin::new(profile_of(&engine(8, 200_000), 32_768), "p.json".into());
+    let args = load_args(&[
+        "--trace",
+        &trace.display().to_string(),
+        "--out",
+        &out.display().to_string(),
+    ]);
+    let r = execute(&twin, &args).unwrap();
+    let mut reqs = r.requests.clone();
+    reqs.sort_by_key(|q| q.index);
+    assert_eq!(reqs.len(), 3);
+    // The first turn finished long before the second arrived: all 3 blocks are cached.
+    assert_eq!(reqs[0].cached_tokens, Some(0));
+    assert_eq!(reqs[1].cached_tokens, Some(1536));
+    assert_eq!(reqs[2].cached_tokens, Some(0));
+    let info = reqs[1].trace.as_ref().unwrap();
+    assert_eq!(info.possible_cached_tokens, 1536);
+    assert_eq!(reqs[1].scheduled_s, 2.0);
+    // It arrives at an idle engine and prefills the 464 uncached tokens only, in one step.
+    let c = engine(8, 200_000).cost;
+    let ttft = c.overhead + c.model.t0 + c.chunk_s(1536, 2000);
+    assert!(
+        (reqs[1].ttft_s.unwrap() - ttft).abs() < 1e-9,
+        "{:?} vs {ttft}",
+        reqs[1]
+    );
+    ctxbench::twin::output::write(&twin, &r, &out).unwrap();
+    let f = ctxbench::resultfile::read(&out).unwrap();
+    let back = ctxbench::load::merge::merge(&[("pred".into(), f)]).unwrap();
+    assert_eq!(back.cells.len(), 1);
+    assert_eq!(back.cells[0].ttft_s, r.cells[0].ttft_s);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let run: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(run["config"]["predicted"], true);
+    assert_eq!(run["config"]["profile"], "p.json");
+}
+
+/// Load's knee search over predicted cells: 16 workers behind 4 running slots wait rounds
+/// for a slot and miss a 1 s TTFT, one alone meets it; the knee is the last passing probe,
+/// the first miss one more, each as its predicted cell says.
+#[test]
+fn the_knee_search_runs_on_predicted_cells() {
+    let twin = Twin::new(profile_of(&engine(4, 200_000), 32_768), "p.json".into());
+    let args = load_args(&[
+        "--lengths",
+        "4096",
+        "--find-knee",
+        "--knee-max",
+        "16",
+        "--requests",
+        "32",
+        "--output-tokens",
+        "32",
+        "--slo",
+        "ttft=1s,tpot=100ms",
+    ]);
+    let r = execute(&twin, &args).unwrap();
+    assert_eq!(r.knees.len(), 1);
+    let k = &r.knees[0];
+    let knee = k.knee.expect("one request alone meets a 1 s TTFT");
+    assert_eq!(k.first_miss, Some(knee + 1.0), "{k:?}");
+    assert_eq!(r.cells.len(), k.probes.len());
+    let meets = |c: f64| {
+        r.cells
+            .iter()
+            .find(|x| x.cell.concurrency == Some(c as u32))
+            .map(|x| x.meets_target)
+    };
+    assert_eq!(meets(knee), Some(true));
+    assert_eq!(meets(knee + 1.0), Some(false));
+}
+
+fn story(max_running: &str, pool: &str) -> Vec<whatif::Outcome> {
+    // Calibrated at up to 4 running and 16k tokens.
+    let mut profile = profile_of(&engine(8, 218_000), 65_536);
+    profile.envelope.max_concurrency = 4;
+    profile.envelope.max_context_tokens = 16_384;
+    let twin = Twin::new(profile, "p.json".into());
+    let args = load_args(&[
+        "--lengths",
+        "32k",
+        "--concurrency",
+        "4,8",
+        "--requests",
+        "8",
+        "--output-tokens",
+        "16",
+        "--slo",
+        "ttft=30s,tpot=200ms",
+    ]);
+    let vary = [format!("max-running={max_running}"), format!("pool={pool}")];
+    whatif::run(&twin, &args, &vary).unwrap()
+}
+
+/// The story: 32k-token requests on a 218k-token pool. Six fit (218k / (32k + 16)): with
+/// 8 workers, max-running 64 runs no more than max-running 8 does, so every figure is the
+/// same; a pool twice as large lets all 8 run. Each configuration warns that its contexts
+/// and batches leave what was calibrated.
+#[test]
+fn max_running_64_vs_8_at_long_context_on_a_218k_pool() {
+    let o = story("8,64", "218000");
+    assert_eq!(o.len(), 2);
+    let (a, b) = (&o[0].result, &o[1].result);
+    for (ca, cb) in a.cells.iter().zip(&b.cells) {
+        assert_eq!(ca.ttft_s, cb.ttft_s, "{:?}", ca.cell);
+        assert_eq!(ca.tpot_s, cb.tpot_s, "{:?}", ca.cell);
+        let running = ca.server.as_ref().and_then(|s| s.running_max).unwrap();
+        assert!(running <= 6.0, "the pool holds 6: {running}");
+    }
+    for x in &o {
+        let w = x.warnings.join("\n");
+        assert!(w.contains("longer than any calibrated"), "{w}");
+        assert!(w.contains("more than any calibrated"), "{w}");
+    }
+    let text = whatif::render(&o);
+    assert!(text.contains("max-running=8 pool=218000"), "{text}");
+    assert!(text.contains("best: "), "{text}");
+
+    let big = story("64", "436000");
+    let c8 = big[0]
+        .result
+        .cells
+        .iter()
+        .find(|c| c.cell.concurrency == Some(8));
+    let running = c8.and_then(|c| c.server.as_ref()?.running_max).unwrap();
+    assert_eq!(running, 8.0, "a pool twice as large runs all 8");
+    assert!(
+        big[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("larger than the measured"))
+    );
+}
