@@ -282,6 +282,21 @@ pub struct SpecStats {
     pub source: SpecSource,
 }
 
+impl SpecStats {
+    /// No figure yet, from `source`: a literal sets the ones it has over this.
+    pub fn empty(source: SpecSource) -> Self {
+        SpecStats {
+            accept_length: None,
+            accept_rate: None,
+            verify_steps: None,
+            draft_tokens: None,
+            accepted_tokens: None,
+            server_accept_length: None,
+            source,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct NeedleResult {
     pub depth: f64,

@@ -324,11 +324,7 @@ mod tests {
         Some(SpecStats {
             accept_length: Some(length),
             accept_rate: rate,
-            verify_steps: None,
-            draft_tokens: None,
-            accepted_tokens: None,
-            server_accept_length: None,
-            source,
+            ..SpecStats::empty(source)
         })
     }
 

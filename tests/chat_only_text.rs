@@ -119,11 +119,6 @@ async fn a_truncating_chat_only_server_is_still_named() {
         let s = by_len(n);
         assert!(!s.valid && s.prompt_tokens.unwrap() <= 4096, "{s:?}");
     }
-    let note = r
-        .summary
-        .notes
-        .iter()
-        .find(|n| n.contains("truncated"))
-        .unwrap_or_else(|| panic!("no truncation note: {:?}", r.summary.notes));
+    let note = common::truncation_note(&r.summary.notes);
     assert!(note.contains("from 8192 tokens"), "{note}");
 }

@@ -186,12 +186,7 @@ async fn silent_truncation_is_flagged_and_its_onset_named() {
         .map(|t| t.prompt_tokens)
         .collect();
     assert_eq!(kept, vec![2048, 4080, 4080]);
-    let note = r
-        .summary
-        .notes
-        .iter()
-        .find(|n| n.contains("truncated"))
-        .unwrap_or_else(|| panic!("no truncation note: {:?}", r.summary.notes));
+    let note = common::truncation_note(&r.summary.notes);
     assert!(note.contains("from 4096 tokens"), "{note}");
     assert_eq!(r.summary.points[1].flags[flag::TRUNCATED.name()], 1);
     let table = ctxbench::report::render(&r.run, &r.summary, Format::Table);

@@ -108,12 +108,7 @@ fn run(accept: f64, steps: f64, seed: u64) -> ResultFile {
                 valid: true,
                 spec: Some(SpecStats {
                     accept_length: Some(a),
-                    accept_rate: None,
-                    verify_steps: None,
-                    draft_tokens: None,
-                    accepted_tokens: None,
-                    server_accept_length: None,
-                    source: SpecSource::Server,
+                    ..SpecStats::empty(SpecSource::Server)
                 }),
                 ..Sample::default()
             }

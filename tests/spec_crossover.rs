@@ -41,21 +41,26 @@ fn config(spec: u32) -> EngineConfig {
     }
 }
 
-/// `b` requests arriving together (a closed batch at concurrency `b`).
-fn batch(b: u64, spec: u32) -> VirtualRun {
-    let arrivals = (0..b)
+/// `n` requests arriving together, with prompts of their own from token `first_token` on,
+/// seeded from `seed` on.
+fn together(n: u64, first_token: u64, seed: u64) -> Vec<NewRequest> {
+    (0..n)
         .map(|id| NewRequest {
             id,
             prompt: (0..PROMPT)
-                .map(|i| (1000 + id * PROMPT + i) as u32)
+                .map(|i| (first_token + id * PROMPT + i) as u32)
                 .collect(),
             max_tokens: OUTPUT,
             target_tokens: OUTPUT,
             arrival_s: 0.0,
-            seed: id + 7,
+            seed: seed + id,
         })
-        .collect();
-    run_virtual(config(spec), arrivals, |_, _| {})
+        .collect()
+}
+
+/// `b` requests arriving together (a closed batch at concurrency `b`).
+fn batch(b: u64, spec: u32) -> VirtualRun {
+    run_virtual(config(spec), together(b, 1000, 7), |_, _| {})
 }
 
 /// Output tokens per second of engine time.
@@ -131,18 +136,7 @@ fn speculation_stops_paying_at_the_concurrency_the_cost_model_implies() {
 #[test]
 fn without_a_draft_cost_speculation_always_pays() {
     let free = |spec| {
-        let arrivals = (0..16)
-            .map(|id| NewRequest {
-                id,
-                prompt: (0..PROMPT)
-                    .map(|i| (2000 + id * PROMPT + i) as u32)
-                    .collect(),
-                max_tokens: OUTPUT,
-                target_tokens: OUTPUT,
-                arrival_s: 0.0,
-                seed: id,
-            })
-            .collect();
+        let arrivals = together(16, 2000, 0);
         let cfg = EngineConfig {
             cost: StepCost {
                 spec_draft: SpecDraftCost::NONE,

@@ -5,8 +5,9 @@
 mod common;
 use common::flags;
 use common::llama::{LlamaServer, timing};
+use common::stash::Stash;
 use ctxbench::backend::spec::MetricsDelta;
-use ctxbench::backend::{Backend, Completion, Flush, GenRequest, Prompt, RequestError};
+use ctxbench::backend::{Backend, GenRequest, Prompt};
 use ctxbench::record::{Sample, SpecSource};
 
 /// Up to 4 drafted tokens a step, at least 1: with greedy sampling and the same weights
@@ -79,30 +80,6 @@ async fn draft_counts_are_the_servers_own() {
     r.samples.iter().for_each(check);
 }
 
-/// The backend without the server's own per-request counts, as a server that sends none.
-struct WithoutCounts(Box<dyn Backend>);
-
-#[async_trait::async_trait]
-impl Backend for WithoutCounts {
-    fn api(&self) -> &'static str {
-        self.0.api()
-    }
-    fn takes_token_ids(&self) -> bool {
-        true
-    }
-    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let mut c = self.0.generate(req).await?;
-        c.spec = None;
-        Ok(c)
-    }
-    async fn flush(&self) -> Result<Flush, RequestError> {
-        self.0.flush().await
-    }
-    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
-        self.0.tokenize(text).await
-    }
-}
-
 /// The `/metrics` counters read around a lone request give the same counts as the
 /// request's own `timings`: drafted, accepted, and steps = output − accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,7 +95,8 @@ async fn metrics_deltas_around_a_lone_request_match_its_timings() {
     .await
     .unwrap();
     let b = MetricsDelta {
-        inner: Box::new(WithoutCounts(conn.backend)),
+        // Without the request's own counts, as a server that sends none.
+        inner: Box::new(Stash(conn.backend, Default::default())),
         http: conn.http.clone(),
     };
     for seed in 0..3u32 {

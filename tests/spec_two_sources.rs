@@ -5,37 +5,12 @@
 //! same verify steps, drafted and accepted tokens, and accept length.
 
 mod common;
-use async_trait::async_trait;
 use common::sim;
-use ctxbench::backend::spec::{MetricsDelta, SpecCounts, stats_of};
-use ctxbench::backend::{Backend, Completion, Flush, GenRequest, Prompt, RequestError};
+use common::stash::Stash;
+use ctxbench::backend::spec::{MetricsDelta, stats_of};
+use ctxbench::backend::{Backend, GenRequest, Prompt};
 use ctxbench::record::SpecSource;
 use std::sync::{Arc, Mutex};
-
-/// Passes requests through, keeping each completion's own counts aside and handing the
-/// completion on without them, so the `/metrics` delta is taken for the same request.
-struct Stash(Box<dyn Backend>, Arc<Mutex<Vec<Option<SpecCounts>>>>);
-
-#[async_trait]
-impl Backend for Stash {
-    fn api(&self) -> &'static str {
-        self.0.api()
-    }
-    fn takes_token_ids(&self) -> bool {
-        self.0.takes_token_ids()
-    }
-    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let mut c = self.0.generate(req).await?;
-        self.1.lock().unwrap().push(c.spec.take());
-        Ok(c)
-    }
-    async fn flush(&self) -> Result<Flush, RequestError> {
-        self.0.flush().await
-    }
-    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
-        self.0.tokenize(text).await
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_request_counts_and_metrics_deltas_give_one_acceptance() {

@@ -174,12 +174,7 @@ pub fn stats(c: &Completion) -> Option<SpecStats> {
     let mean = tokens as f64 / (c.events.len() - 1) as f64;
     (mean > PROXY_MIN_TOKENS_PER_EVENT).then_some(SpecStats {
         accept_length: Some(mean),
-        accept_rate: None,
-        verify_steps: None,
-        draft_tokens: None,
-        accepted_tokens: None,
-        server_accept_length: None,
-        source: SpecSource::EventsProxy,
+        ..SpecStats::empty(SpecSource::EventsProxy)
     })
 }
 

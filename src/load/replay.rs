@@ -176,7 +176,8 @@ impl Shot {
 
 /// The record's plan of a replay: the trace's own part (what was read and how it is sent)
 /// and the load plan around it. `cache`: page size, working set and KV pool, in tokens.
-fn load_plan(
+/// Also the plan of a twin's trace prediction (`twin::predict_trace`).
+pub(crate) fn load_plan(
     args: &LoadArgs,
     requests: &[TraceRequest],
     window: Option<Window>,

@@ -69,17 +69,41 @@ pub(crate) fn run_record(
     content: String,
 ) -> anyhow::Result<RunRecord> {
     let info = &conn.info;
-    Ok(RunRecord {
+    let target = Target {
+        url: strip_credentials(url),
+        api: conn.backend.api().to_string(),
+        model: Some(conn.model.clone()),
+        server_info: serde_json::to_value(info)?,
+        checks: Default::default(),
+    };
+    let simulator = args.target.url.is_none().then(|| format!("{:?}", args.sim));
+    Ok(load_record(
+        args,
+        target,
+        lengths,
+        prompt_mode.to_string(),
+        info.rtt_s,
+        simulator,
+        content,
+    ))
+}
+
+/// A load run's record for `target`: the sweep fields that do not apply are empty.
+/// Shared by a measured run and a twin's prediction.
+pub(crate) fn load_record(
+    args: &LoadArgs,
+    target: Target,
+    lengths: Vec<u64>,
+    prompt_mode: String,
+    rtt_s: Option<f64>,
+    simulator: Option<String>,
+    content: String,
+) -> RunRecord {
+    RunRecord {
         schema: crate::record::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        target: Target {
-            url: strip_credentials(url),
-            api: conn.backend.api().to_string(),
-            model: Some(conn.model.clone()),
-            server_info: serde_json::to_value(info)?,
-            checks: Default::default(),
-        },
+        target,
         config: RunConfig {
             lengths,
             output_tokens: args.output_tokens,
@@ -90,13 +114,13 @@ pub(crate) fn run_record(
             needle_depths: Vec::new(),
             timeout: args.timeout.to_string(),
             seed: args.seed,
-            prompt_mode: prompt_mode.to_string(),
-            rtt_s: info.rtt_s,
-            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
+            prompt_mode,
+            rtt_s,
+            simulator,
             depth: None,
             content: Some(content),
         },
-    })
+    }
 }
 
 /// Fresh nonce heads, one per request.

@@ -47,13 +47,8 @@ mod tests {
             ended_s: Some(end),
             ok: true,
             spec: steps.map(|v| SpecStats {
-                accept_length: None,
-                accept_rate: None,
                 verify_steps: Some(v),
-                draft_tokens: None,
-                accepted_tokens: None,
-                server_accept_length: None,
-                source: SpecSource::Server,
+                ..SpecStats::empty(SpecSource::Server)
             }),
             ..RequestRecord::default()
         }

@@ -40,12 +40,7 @@ mod tests {
             cached_tokens: Some(cached),
             spec: accept.map(|a| SpecStats {
                 accept_length: Some(a),
-                accept_rate: None,
-                verify_steps: None,
-                draft_tokens: None,
-                accepted_tokens: None,
-                server_accept_length: None,
-                source: SpecSource::Server,
+                ..SpecStats::empty(SpecSource::Server)
             }),
             ..RequestRecord::default()
         }

@@ -107,23 +107,12 @@ async fn sweep(
     content: Option<&str>,
     out: &Path,
 ) -> anyhow::Result<()> {
-    let mut argv = vec!["sweep".to_string()];
-    argv.extend(target_flags(args));
-    argv.extend(
-        [
-            "--lengths",
-            lengths,
-            "--reps",
-            &args.reps.to_string(),
-            "--output-tokens",
-            &args.output_tokens.to_string(),
-            "--seed",
-            &args.seed.to_string(),
-            "--out",
-            &fresh(out)?,
-        ]
-        .map(String::from),
-    );
+    let mut argv = step_argv(
+        "sweep",
+        args,
+        &["--lengths", lengths, "--reps", &args.reps.to_string()],
+        out,
+    )?;
     if let Some(c) = content {
         argv.extend(["--corpus".to_string(), c.to_string()]);
     }
@@ -134,23 +123,19 @@ async fn sweep(
     Ok(())
 }
 
-async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<()> {
-    let mut argv = vec!["load".to_string()];
+/// The argv of a calibration step: `cmd`, the target's flags, the step's `own` flags, then
+/// the flags every step shares (output tokens, seed, a fresh `out`).
+fn step_argv(
+    cmd: &str,
+    args: &CalibrateArgs,
+    own: &[&str],
+    out: &Path,
+) -> anyhow::Result<Vec<String>> {
+    let mut argv = vec![cmd.to_string()];
     argv.extend(target_flags(args));
-    let conc = plan
-        .concurrency
-        .iter()
-        .map(u32::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+    argv.extend(own.iter().map(|s| s.to_string()));
     argv.extend(
         [
-            "--lengths",
-            &plan.load_length.to_string(),
-            "--concurrency",
-            &conc,
-            "--requests",
-            &args.requests.to_string(),
             "--output-tokens",
             &args.output_tokens.to_string(),
             "--seed",
@@ -160,6 +145,25 @@ async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<(
         ]
         .map(String::from),
     );
+    Ok(argv)
+}
+
+async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<()> {
+    let conc = plan
+        .concurrency
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let own = [
+        "--lengths",
+        &plan.load_length.to_string(),
+        "--concurrency",
+        &conc,
+        "--requests",
+        &args.requests.to_string(),
+    ];
+    let argv = step_argv("load", args, &own, out)?;
     let Command::Load(a) = parse(argv)? else {
         unreachable!("parsed as load")
     };

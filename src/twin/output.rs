@@ -7,7 +7,7 @@ use super::predict::Twin;
 use crate::cli::LoadArgs;
 use crate::load::{LoadResult, cell};
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
-use crate::record::{Record, RunConfig, RunRecord, Target};
+use crate::record::{Record, Target};
 use std::path::Path;
 
 /// What the twin reports as the server: the profile's measured identity, api `twin`.
@@ -25,31 +25,16 @@ fn target(twin: &Twin) -> Target {
 
 /// An empty result for `plan`, with its run record.
 pub fn result(twin: &Twin, args: &LoadArgs, plan: &LoadPlan, lengths: Vec<u64>) -> LoadResult {
-    let run = RunRecord {
-        schema: crate::record::SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        target: target(twin),
-        config: RunConfig {
-            lengths,
-            output_tokens: args.output_tokens,
-            reps: 0,
-            method: "load".into(),
-            cache_bust: "nonce".into(),
-            needle: false,
-            needle_depths: Vec::new(),
-            timeout: args.timeout.to_string(),
-            seed: args.seed,
-            prompt_mode: "token_ids".into(),
-            rtt_s: None,
-            simulator: Some(format!(
-                "twin profile {} (predicted in virtual time)",
-                twin.path
-            )),
-            depth: None,
-            content: Some("filler".into()),
-        },
-    };
+    let simulator = format!("twin profile {} (predicted in virtual time)", twin.path);
+    let run = crate::load::setup::load_record(
+        args,
+        target(twin),
+        lengths,
+        "token_ids".into(),
+        None,
+        Some(simulator),
+        "filler".into(),
+    );
     LoadResult {
         run,
         plan: plan.clone(),

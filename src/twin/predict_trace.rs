@@ -10,7 +10,7 @@ use super::predict::{Twin, push};
 use crate::cli::LoadArgs;
 use crate::load::LoadResult;
 use crate::load::replay;
-use crate::record::load::{CellKey, LoadPlan, TracePlan, TraceRequestInfo};
+use crate::record::load::{CellKey, TraceRequestInfo};
 use crate::trace::blocks::Blocks;
 use crate::trace::expect;
 use crate::trace::format::TraceRequest;
@@ -34,47 +34,20 @@ impl Prompts for TracePrompts<'_> {
 /// Predict the replay of `args.trace`.
 pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
     let (requests, window) = replay::prepare(args)?;
-    let slo = crate::load::slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
+    crate::load::slo::parse(&args.slo).map_err(anyhow::Error::msg)?;
     let limit = twin.context_limit();
     replay::check_context(&requests, Some(limit.tokens))?;
     let page = twin.engine.page_tokens;
     let (expected, working_set) = expect::expected(&requests, args.block_tokens, page);
     let (arrivals, groups) = replay::arrival_plan(args, &requests);
     let longest = requests.iter().map(|r| r.input_length).max().unwrap_or(0);
-    let trace_plan = TracePlan {
-        file: args
-            .trace
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        format: args.trace_format.name().into(),
-        block_tokens: args.block_tokens,
-        time_scale: args.time_scale,
-        limit: args.trace_limit,
-        window: window.and(args.trace_window.clone()),
-        requests: requests.len() as u64,
-        page_tokens: page,
-        working_set_tokens: working_set,
-        kv_pool_tokens: Some(twin.engine.pool_tokens),
-        content: "filler".into(),
-    };
-    let plan = LoadPlan {
-        mode: "trace".into(),
-        lengths: vec![longest],
-        concurrency: Vec::new(),
-        rates: Vec::new(),
-        arrival: Some("trace".into()),
-        max_concurrency: args.max_concurrency,
-        requests: Some(requests.len() as u64),
-        duration_s: None,
-        output_tokens: requests.iter().map(|r| r.output_length).max().unwrap_or(0),
-        slo,
-        goodput_target: args.goodput_target,
-        seed: args.seed,
-        trace: Some(trace_plan),
-        shard: None,
-        start: None,
-    };
+    let plan = replay::load_plan(
+        args,
+        &requests,
+        window,
+        (page, working_set, Some(twin.engine.pool_tokens)),
+        "filler".into(),
+    )?;
     let mut out = output::result(twin, args, &plan, vec![longest]);
     let key = CellKey {
         context_tokens: longest,

@@ -8,6 +8,7 @@ pub mod proxy;
 pub mod records;
 pub mod report;
 pub mod sim_http;
+pub mod stash;
 pub mod text_backend;
 
 use clap::Parser;
@@ -323,4 +324,12 @@ pub fn assert_each_pair_once(records: &[serde_json::Value], lengths: &[u64], rep
         .flat_map(|n| (0..reps).map(move |r| (*n, r)))
         .collect();
     assert_eq!(pairs, want, "each pair measured exactly once");
+}
+
+/// The summary's note on truncation (the server kept fewer prompt tokens than sent).
+pub fn truncation_note(notes: &[String]) -> &str {
+    notes
+        .iter()
+        .find(|n| n.contains("truncated"))
+        .unwrap_or_else(|| panic!("no truncation note: {notes:?}"))
 }
