@@ -1,11 +1,12 @@
 //! The command-line contract: clap derive, a ValueEnum for every closed choice.
 
 use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "ctxbench",
-    version = crate::cli_docs::VERSION_LINE,
+    version = VERSION_LINE,
     about = "Measure how an LLM inference server performs as the context grows",
     long_about = "ctxbench measures a running LLM server (SGLang, vLLM, llama.cpp, TGI, Ollama, \
 any OpenAI-compatible endpoint) across context lengths: TTFT, prefill tok/s, decode tok/s and \
@@ -42,31 +43,10 @@ pub enum Command {
     /// JSON Schema of the result file's records: all kinds (chosen by `type`), or one.
     Schema(crate::schema::SchemaArgs),
     /// Shell completion script (bash, zsh, fish) on stdout.
-    Completions(crate::cli_docs::CompletionsArgs),
+    Completions(CompletionsArgs),
     /// The man page (roff) on stdout, or all pages into a folder.
     #[command(hide = true)]
-    Man(crate::cli_docs::ManArgs),
-}
-
-/// `ctxbench twin ...`.
-#[derive(Args, Debug)]
-pub struct TwinArgs {
-    #[command(subcommand)]
-    pub command: TwinCommand,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum TwinCommand {
-    /// Measure a server with a small plan of its own and write its profile.
-    Calibrate(crate::twin::cmd::CalibrateArgs),
-    /// Fit a profile from existing sweep and load records.
-    Fit(crate::twin::cmd::FitArgs),
-    /// Predict a load plan (closed, open, --trace, --find-knee) from a profile, in virtual time.
-    Predict(Box<crate::twin::cmd::PredictArgs>),
-    /// Hold predictions to measured load files, per cell; exit 5 when a figure is beyond its bound.
-    Check(crate::twin::cmd::CheckArgs),
-    /// Predict a plan under several engine configurations (--vary max-running=8,64 …).
-    Whatif(Box<crate::twin::cmd::WhatifArgs>),
+    Man(ManArgs),
 }
 
 /// `ctxbench trace ...`.
@@ -91,4 +71,31 @@ pub use crate::probe::ProbeArgs;
 pub use crate::report::args::{CompareArgs, ReportArgs};
 pub use crate::run::target::TargetArgs;
 pub use crate::sweep::args::SweepArgs;
+pub use crate::twin::cmd::{TwinArgs, TwinCommand};
 pub use crate::workload::args::ContentArgs;
+
+/// The version line of `ctxbench --version`: version, git commit, build target.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CTXBENCH_GIT_COMMIT"),
+    ", ",
+    env!("CTXBENCH_TARGET"),
+    ")"
+);
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh or fish (elvish and powershell also work).
+    /// Example: ctxbench completions bash > /etc/bash_completion.d/ctxbench
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Write ctxbench.1 and one page per subcommand (ctxbench-sweep.1, …) into DIR,
+    /// instead of printing ctxbench.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}

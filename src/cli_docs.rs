@@ -1,48 +1,10 @@
 //! `ctxbench completions SHELL` and `ctxbench man`: shell completion scripts and man pages,
 //! generated from the same clap definitions that parse the command line.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::stdout::print_stdout;
 use anyhow::Context;
-use clap::{Args, CommandFactory};
-use std::io::Write;
-use std::path::PathBuf;
-
-/// The version line of `ctxbench --version`: version, git commit, build target.
-pub const VERSION_LINE: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("CTXBENCH_GIT_COMMIT"),
-    ", ",
-    env!("CTXBENCH_TARGET"),
-    ")"
-);
-
-#[derive(Args, Debug)]
-pub struct CompletionsArgs {
-    /// The shell: bash, zsh or fish (elvish and powershell also work).
-    /// Example: ctxbench completions bash > /etc/bash_completion.d/ctxbench
-    #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
-}
-
-#[derive(Args, Debug)]
-pub struct ManArgs {
-    /// Write ctxbench.1 and one page per subcommand (ctxbench-sweep.1, …) into DIR,
-    /// instead of printing ctxbench.1.
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-}
-
-/// Writes to stdout; a reader that went away (`| head`) is not an error.
-pub fn print_stdout(bytes: &[u8]) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to stdout")
-        }
-        _ => Ok(()),
-    }
-}
+use clap::CommandFactory;
 
 /// The completion script for `shell`.
 pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {

@@ -21,6 +21,7 @@ pub mod run;
 pub mod schema;
 pub mod sim;
 pub mod stats;
+pub mod stdout;
 pub mod summary;
 pub mod sweep;
 pub mod trace;
@@ -34,7 +35,10 @@ use cli::{Cli, Command};
 pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Sweep(args) => sweep::run(*args).await,
-        Command::Sim(args) => sim::serve_forever(args).await.map(|_| exit::OK),
+        Command::Sim(mut args) => {
+            twin::serve::load_into(&mut args, &twin::serve::given_on_command_line())?;
+            sim::serve_forever(args).await.map(|_| exit::OK)
+        }
         Command::Probe(args) => probe::run(args).await,
         Command::Plan(args) => capacity::run(args).await,
         Command::Report(args) => report_cmd::run_report(args),

@@ -11,6 +11,9 @@ pub const SCHEMA: u32 = 1;
 pub mod load;
 pub use load::Percentiles;
 
+/// Relative prompt-length error tolerated before `length_mismatch` / `truncated`.
+pub const LENGTH_TOLERANCE: f64 = 0.01;
+
 /// One line of a result file.
 // One run record per file: boxing it would buy nothing but indirection.
 #[allow(clippy::large_enum_variant)]

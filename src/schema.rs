@@ -232,6 +232,6 @@ pub fn render(kind: Option<RecordKind>) -> Result<String, SchemaError> {
 
 /// `ctxbench schema [KIND]`.
 pub fn run(args: SchemaArgs) -> anyhow::Result<u8> {
-    crate::cli_docs::print_stdout(render(args.kind)?.as_bytes())?;
+    crate::stdout::print_stdout(render(args.kind)?.as_bytes())?;
     Ok(crate::exit::OK)
 }

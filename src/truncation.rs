@@ -2,7 +2,7 @@
 //! by the server's counts of other texts, so one short count may be the sizing; but a longer
 //! request that the server counts no more tokens for than a shorter one has been cut.
 
-use crate::sweep::measure::LENGTH_TOLERANCE;
+use crate::record::LENGTH_TOLERANCE;
 
 /// Counts that stopped growing with the text: `longer` (requested, counted) was counted no
 /// more than `shorter`, and the server cut prompts from `onset` tokens on.

@@ -3,8 +3,9 @@
 //! law, and the prefix cache sharing the pool. No sleeps: every figure here is exact.
 
 use ctxbench::sim::CostModel;
-use ctxbench::sim::scheduler::{EngineConfig, NewRequest, OutputKind, VirtualRun, run_virtual};
+use ctxbench::sim::scheduler::{EngineConfig, NewRequest, OutputKind};
 use ctxbench::sim::stepcost::{SpecDraftCost, StepCost};
+use ctxbench::sim::virtual_time::{VirtualRun, run_virtual};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

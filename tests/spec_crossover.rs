@@ -5,8 +5,9 @@
 //! implies. No sleeps: every figure is computed on the engine clock.
 
 use ctxbench::sim::CostModel;
-use ctxbench::sim::scheduler::{EngineConfig, NewRequest, VirtualRun, run_virtual};
+use ctxbench::sim::scheduler::{EngineConfig, NewRequest};
 use ctxbench::sim::stepcost::{SpecDraftCost, StepCost};
+use ctxbench::sim::virtual_time::{VirtualRun, run_virtual};
 
 const K: u32 = 4;
 const PROMPT: u64 = 64;

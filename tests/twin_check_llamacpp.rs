@@ -6,10 +6,8 @@
 
 mod common;
 
-use clap::Parser;
 use common::llama::LlamaServer;
 use common::{load_args, timing_lock};
-use ctxbench::cli::{Cli, Command, TwinCommand};
 use ctxbench::twin::check::{check, render};
 use ctxbench::twin::predict::Twin;
 
@@ -21,24 +19,7 @@ async fn a_calibrated_profile_predicts_a_held_out_llama_server_cell() {
     let server = LlamaServer::start_with_args(4, &["-t", "1", "-tb", "1"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("llama.json");
-    let argv = [
-        "ctxbench",
-        "twin",
-        "calibrate",
-        "--url",
-        &server.url,
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let Command::Twin(t) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let TwinCommand::Calibrate(args) = t.command else {
-        unreachable!()
-    };
-    let c = ctxbench::twin::calibrate::calibrate(&args)
-        .await
-        .expect("calibration runs");
+    let c = common::llama::twin_calibrate(&server, &out).await;
     println!("calibration took {:.1} s", c.elapsed_s);
 
     let mut files = Vec::new();

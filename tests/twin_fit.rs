@@ -267,7 +267,7 @@ async fn sim_with_a_profile_serves_as_that_server_and_explicit_flags_win() {
     let Command::Sim(mut args) = Cli::try_parse_from(argv.clone()).unwrap().command else {
         unreachable!()
     };
-    ctxbench::sim::profile::load_into(&mut args, &ctxbench::sim::profile::given_in(argv.clone()))
+    ctxbench::twin::serve::load_into(&mut args, &ctxbench::twin::serve::given_in(argv.clone()))
         .expect("profile applies");
     assert_eq!(args.cost.max_running, 3, "the explicit flag wins");
     assert_eq!(args.cost.kv_pool_tokens, Some(100_000));

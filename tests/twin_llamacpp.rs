@@ -4,9 +4,7 @@
 
 mod common;
 
-use clap::Parser;
 use common::llama::LlamaServer;
-use ctxbench::cli::{Cli, Command, TwinCommand};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
@@ -15,24 +13,7 @@ async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
     let server = LlamaServer::start_with_args(4, &["-t", "1", "-tb", "1"]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("llama.json");
-    let argv = [
-        "ctxbench",
-        "twin",
-        "calibrate",
-        "--url",
-        &server.url,
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let Command::Twin(t) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let TwinCommand::Calibrate(args) = t.command else {
-        unreachable!()
-    };
-    let c = ctxbench::twin::calibrate::calibrate(&args)
-        .await
-        .expect("calibration runs");
+    let c = common::llama::twin_calibrate(&server, &out).await;
     let p = &c.profile;
     println!("{}", ctxbench::twin::render::render(p));
     println!("calibration took {:.1} s", c.elapsed_s);

@@ -97,7 +97,7 @@ pub fn render(
             for r in &rows {
                 s.push_str(&format!("| {} |\n", r.join(" | ")));
             }
-            if let Some(t) = crate::report::compare::spec_load::render_text(a, b, labels) {
+            if let Some(t) = super::spec_compare::render_text(a, b, labels) {
                 s.push_str(&format!("\n```{t}```\n"));
             }
             s
@@ -114,7 +114,7 @@ pub fn render(
                 ));
             }
             s.push_str(&format!("A = {}, B = {}\n", labels.0, labels.1));
-            s.extend(crate::report::compare::spec_load::render_text(a, b, labels));
+            s.extend(super::spec_compare::render_text(a, b, labels));
             s
         }
     })
@@ -131,7 +131,7 @@ pub fn html(a: &LoadResult, b: &LoadResult, labels: (&str, &str)) -> anyhow::Res
         escape(labels.1)
     );
     body.push_str(&plain_table(&head, rows.iter().map(|r| r.to_vec())));
-    if let Some(t) = crate::report::compare::spec_load::render_text(a, b, labels) {
+    if let Some(t) = super::spec_compare::render_text(a, b, labels) {
         body.push_str(&format!(
             "<h2>Speculative vs plain</h2><pre>{}</pre>",
             escape(&t)

@@ -14,6 +14,7 @@ pub mod replay;
 pub mod request;
 pub mod setup;
 pub mod slo;
+pub mod spec_compare;
 pub mod spec_rate;
 pub mod telemetry;
 pub mod trace_report;

@@ -16,7 +16,6 @@ pub mod needle;
 mod ollama;
 mod openai;
 pub mod pool;
-pub mod profile;
 mod request;
 pub mod scheduler;
 mod server;
@@ -240,8 +239,7 @@ impl From<SimArgs> for SimConfig {
 }
 
 /// `ctxbench sim`: serve until interrupted.
-pub async fn serve_forever(mut args: SimArgs) -> anyhow::Result<()> {
-    profile::load_into(&mut args, &profile::given_on_command_line())?;
+pub async fn serve_forever(args: SimArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.profile {
         eprintln!(
             "ctxbench sim: serving as the twin profile {} (flags given explicitly override it)",

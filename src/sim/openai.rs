@@ -329,7 +329,7 @@ impl StreamFormat for Shape {
         };
         let mut chunk = self.chunk(content, p.finish.map(|f| f.name()), usage);
         if self.spec_metrics && p.finish.is_some() {
-            chunk["metrics"] = json!({"speculative_decoding": super::spec::per_request_summary(p)});
+            chunk["metrics"] = json!({"speculative_decoding": per_request_summary(p)});
         }
         chunk
     }
@@ -349,4 +349,19 @@ fn unix_now_s() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// One request's `metrics.speculative_decoding`, as vLLM's
+/// `--per-request-spec-decode-metrics summary` sends it: its verify steps, drafted and
+/// accepted tokens, and vLLM's mean acceptance length 1 + accepted / steps.
+fn per_request_summary(p: &Progress<'_>) -> serde_json::Value {
+    let steps = p.spec_verify_steps;
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    serde_json::json!({
+        "num_spec_steps": steps,
+        "num_draft_tokens": p.spec_draft_tokens,
+        "num_accepted_draft_tokens": p.spec_accepted_tokens,
+        "mean_acceptance_length": 1.0 + ratio(p.spec_accepted_tokens, steps),
+        "draft_acceptance_rate": ratio(p.spec_accepted_tokens, p.spec_draft_tokens),
+    })
 }

@@ -136,21 +136,6 @@ impl Hasher for PairHasher {
     }
 }
 
-/// One request's `metrics.speculative_decoding`, as vLLM's
-/// `--per-request-spec-decode-metrics summary` sends it: its verify steps, drafted and
-/// accepted tokens, and vLLM's mean acceptance length 1 + accepted / steps.
-pub fn per_request_summary(p: &super::engine::Progress<'_>) -> serde_json::Value {
-    let steps = p.spec_verify_steps;
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
-    serde_json::json!({
-        "num_spec_steps": steps,
-        "num_draft_tokens": p.spec_draft_tokens,
-        "num_accepted_draft_tokens": p.spec_accepted_tokens,
-        "mean_acceptance_length": 1.0 + ratio(p.spec_accepted_tokens, steps),
-        "draft_acceptance_rate": ratio(p.spec_accepted_tokens, p.spec_draft_tokens),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

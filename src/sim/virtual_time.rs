@@ -9,7 +9,10 @@
 //! a step began); an idle engine starts its next step on the next arrival; the next step
 //! starts at the previous one's end however long planning took.
 
-use super::scheduler::{Emission, NewRequest, Scheduler, Step};
+use super::scheduler::{
+    Emission, EngineConfig, EngineRecord, NewRequest, Scheduler, SeriesPoint, Step,
+};
+use super::stats::EngineStats;
 
 /// Where requests come from, and who hears their outputs.
 pub trait Clients {
@@ -124,4 +127,52 @@ impl Clients for Scheduled {
     }
 
     fn on_output(&mut self, _em: &Emission) {}
+}
+
+/// What a virtual-clock run did.
+pub struct VirtualRun {
+    pub steps: Vec<Step>,
+    /// Every request, in the order it left.
+    pub records: Vec<EngineRecord>,
+    pub series: Vec<SeriesPoint>,
+    pub stats: EngineStats,
+    /// Still waiting when nothing more could run (a pool too small for them).
+    pub stuck: usize,
+}
+
+/// Run `arrivals` through the scheduler on a virtual clock (`virtual_time::drive`, the
+/// driver `twin predict` uses): a request arriving during a step joins at the next step's
+/// start; an idle engine starts on the next arrival. `before_step(i, sched)` may change the
+/// engine before step `i` is planned (e.g. shrink the pool).
+pub fn run_virtual(
+    config: EngineConfig,
+    arrivals: Vec<NewRequest>,
+    before_step: impl FnMut(usize, &mut Scheduler),
+) -> VirtualRun {
+    struct Keep<F> {
+        before: F,
+        steps: Vec<Step>,
+    }
+    impl<F: FnMut(usize, &mut Scheduler)> StepHooks for Keep<F> {
+        fn before_step(&mut self, i: usize, sched: &mut Scheduler) {
+            (self.before)(i, sched);
+        }
+        fn on_step(&mut self, _i: usize, step: &Step, _sched: &Scheduler) {
+            self.steps.push(step.clone());
+        }
+    }
+    let mut sched = Scheduler::new(config);
+    let mut clients = Scheduled::new(arrivals);
+    let mut hooks = Keep {
+        before: before_step,
+        steps: Vec::new(),
+    };
+    let ended = drive(&mut sched, &mut clients, &mut hooks);
+    VirtualRun {
+        steps: hooks.steps,
+        records: sched.records().to_vec(),
+        series: sched.series().copied().collect(),
+        stats: sched.stats().clone(),
+        stuck: ended.stuck,
+    }
 }

@@ -20,8 +20,7 @@ pub struct Expectation {
     pub rep: u32,
 }
 
-/// Relative prompt-length error tolerated before `length_mismatch` / `truncated`.
-pub const LENGTH_TOLERANCE: f64 = 0.01;
+pub use crate::record::LENGTH_TOLERANCE;
 
 /// Metrics of one streamed request (rule 5 of the measurement rules).
 pub fn stream_sample(c: &Completion, e: &Expectation) -> Sample {

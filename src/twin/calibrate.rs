@@ -3,15 +3,59 @@
 //! 1 and 2 for the batching cost, acceptance per content when the server speculates), the
 //! records kept beside the profile, then exactly `twin fit` on them.
 
-use super::cmd::CalibrateArgs;
 use super::profile::Profile;
 use super::{fit, inputs};
 use crate::backend::detect::{self, ServerInfo};
 use crate::backend::http::{Http, strip_credentials};
-use crate::cli::{Cli, Command};
-use clap::Parser;
+use crate::choices::ApiChoice;
+use clap::Args;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Measures, in minutes: a short sweep (prefill law t0, p0, q; batch-1 decode law),\n\
+closed-loop cells at concurrency 1 and 2 (the cost per decoding request d2), probe (slots or\n\
+max-running, pool, page, prefix cache, context limit) and, when the server speculates, the\n\
+acceptance on prose and code. The records are kept beside the profile (PROFILE.sweep.jsonl,\n\
+PROFILE.load.jsonl; replaced on each run) and fitted exactly as `twin fit` would.\n\n\
+Example:\n  ctxbench twin calibrate --url http://127.0.0.1:8080 --out llama.json"
+)]
+pub struct CalibrateArgs {
+    /// Server base URL.
+    #[arg(long)]
+    pub url: String,
+    /// Server API.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub api: ApiChoice,
+    /// Model name to send (default: the first one the server lists).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Write the profile here.
+    #[arg(long, default_value = "profile.json")]
+    pub out: PathBuf,
+    /// Longest sweep length (`k` = x1024); the server's limit less the output caps it.
+    #[arg(long, default_value = "8k", value_parser = crate::lengths::parse_count_arg)]
+    pub max_length: u64,
+    /// Repetitions per sweep length.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Tokens generated per request (forced with ignore_eos).
+    #[arg(long, default_value_t = 64)]
+    pub output_tokens: u64,
+    /// Prompt length of the closed-loop cells (`k` = x1024; capped like --max-length).
+    #[arg(long, default_value = "1k", value_parser = crate::lengths::parse_count_arg)]
+    pub load_length: u64,
+    /// Requests per closed-loop cell.
+    #[arg(long, default_value_t = 16)]
+    pub requests: u64,
+    /// Seed for nonces.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
 
 /// The default plan stays at or below this concurrency: anything larger is a prediction.
 pub const CALIBRATION_CONCURRENCY: u32 = 2;
@@ -87,8 +131,10 @@ fn target_flags(args: &CalibrateArgs) -> Vec<String> {
     v
 }
 
-fn parse(argv: Vec<String>) -> anyhow::Result<Command> {
-    Ok(Cli::try_parse_from(std::iter::once("ctxbench".to_string()).chain(argv))?.command)
+/// `argv` as built by `step_argv`: the subcommand's name, then its flags.
+fn parse<T: clap::Args + clap::FromArgMatches>(mut argv: Vec<String>) -> anyhow::Result<T> {
+    let name = argv.remove(0);
+    super::argv::parse(&name, argv)
 }
 
 /// A fresh records file (an old one from an earlier calibration is replaced).
@@ -116,10 +162,8 @@ async fn sweep(
     if let Some(c) = content {
         argv.extend(["--corpus".to_string(), c.to_string()]);
     }
-    let Command::Sweep(a) = parse(argv)? else {
-        unreachable!("parsed as sweep")
-    };
-    crate::sweep::execute(*a).await?;
+    let a: crate::sweep::args::SweepArgs = parse(argv)?;
+    crate::sweep::execute(a).await?;
     Ok(())
 }
 
@@ -164,10 +208,8 @@ async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<(
         &args.requests.to_string(),
     ];
     let argv = step_argv("load", args, &own, out)?;
-    let Command::Load(a) = parse(argv)? else {
-        unreachable!("parsed as load")
-    };
-    crate::load::execute(*a).await?;
+    let a: crate::load::args::LoadArgs = parse(argv)?;
+    crate::load::execute(a).await?;
     Ok(())
 }
 

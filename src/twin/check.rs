@@ -116,7 +116,7 @@ fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<
     };
     for c in &m.cells {
         let p = predict_cell(twin, &m.plan, c.cell, timeout_s)?;
-        super::predict::push(twin, &m.plan, &mut out, c.cell, p);
+        super::output::push(twin, &m.plan, &mut out, c.cell, p);
     }
     Ok(out)
 }
@@ -134,16 +134,9 @@ fn predict_replay(
     if !Path::new(&file).exists() {
         anyhow::bail!("the measured replay's trace {file} is not there; give it with --trace FILE");
     }
-    let mut argv: Vec<String> = [
-        "ctxbench",
-        "load",
-        "--trace",
-        &file,
-        "--trace-format",
-        &t.format,
-    ]
-    .map(String::from)
-    .into();
+    let mut argv: Vec<String> = ["--trace", &file, "--trace-format", &t.format]
+        .map(String::from)
+        .into();
     let mut flag = |k: &str, v: String| argv.extend([k.to_string(), v]);
     flag("--block-tokens", t.block_tokens.to_string());
     flag("--time-scale", t.time_scale.to_string());
@@ -158,11 +151,8 @@ fn predict_replay(
     if let Some(n) = m.plan.max_concurrency {
         flag("--max-concurrency", n.to_string());
     }
-    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(&argv)
+    let args: crate::load::args::LoadArgs = super::argv::parse("load", argv)
         .map_err(|e| anyhow::anyhow!("the measured replay's plan: {e}"))?;
-    let crate::cli::Command::Load(args) = cli.command else {
-        unreachable!("parsed as load")
-    };
     let mut r = super::predict_trace::execute(twin, &args)?;
     // Goodput under the SLOs the measurement was held to.
     r.plan.slo = m.plan.slo;

@@ -3,9 +3,11 @@
 //! followed from arrival to its last token, as `load` would have recorded it.
 
 use crate::run::Budget;
+use crate::run::arrivals::Arrivals;
 use crate::sim::scheduler::{Emission, NewRequest, OutputKind};
 use crate::sim::virtual_time::Clients;
 use std::collections::VecDeque;
+use std::time::Duration;
 
 /// How long after its worker saw the last token a closed loop's next request (or a capped
 /// open loop's waiting one) reaches the engine. Any time above zero and below a step puts
@@ -207,5 +209,26 @@ impl Prompts for Fresh {
             p[2] = (index >> 32) as u32;
         }
         (p, self.output_tokens)
+    }
+}
+
+/// How a planned cell's requests are offered, in virtual time.
+pub fn pace(arrivals: &Arrivals) -> Pace {
+    match arrivals {
+        Arrivals::Closed {
+            concurrency,
+            budget,
+        } => Pace::Closed {
+            workers: *concurrency as usize,
+            budget: *budget,
+        },
+        Arrivals::Open {
+            at,
+            max_concurrency,
+            ..
+        } => Pace::Open {
+            at_s: at.iter().map(Duration::as_secs_f64).collect(),
+            cap: max_concurrency.map(|m| m as usize),
+        },
     }
 }

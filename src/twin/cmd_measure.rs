@@ -1,57 +1,12 @@
 //! `twin calibrate` and `twin fit`: flags, and the thin runs that measure or read, fit,
 //! write the profile and print it.
 
+pub use super::calibrate::CalibrateArgs;
 use super::calibrate::{self, CALIBRATION_CONCURRENCY};
 use super::profile::Profile;
 use super::{fit, inputs, render};
-use crate::cli::ApiChoice;
 use clap::Args;
 use std::path::{Path, PathBuf};
-
-#[derive(Args, Debug, Clone)]
-#[command(
-    after_help = "Measures, in minutes: a short sweep (prefill law t0, p0, q; batch-1 decode law),\n\
-closed-loop cells at concurrency 1 and 2 (the cost per decoding request d2), probe (slots or\n\
-max-running, pool, page, prefix cache, context limit) and, when the server speculates, the\n\
-acceptance on prose and code. The records are kept beside the profile (PROFILE.sweep.jsonl,\n\
-PROFILE.load.jsonl; replaced on each run) and fitted exactly as `twin fit` would.\n\n\
-Example:\n  ctxbench twin calibrate --url http://127.0.0.1:8080 --out llama.json"
-)]
-pub struct CalibrateArgs {
-    /// Server base URL.
-    #[arg(long)]
-    pub url: String,
-    /// Server API.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub api: ApiChoice,
-    /// Model name to send (default: the first one the server lists).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Environment variable holding the API key (default OPENAI_API_KEY when set).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
-    /// Write the profile here.
-    #[arg(long, default_value = "profile.json")]
-    pub out: PathBuf,
-    /// Longest sweep length (`k` = x1024); the server's limit less the output caps it.
-    #[arg(long, default_value = "8k", value_parser = crate::lengths::parse_count_arg)]
-    pub max_length: u64,
-    /// Repetitions per sweep length.
-    #[arg(long, default_value_t = 3)]
-    pub reps: u32,
-    /// Tokens generated per request (forced with ignore_eos).
-    #[arg(long, default_value_t = 64)]
-    pub output_tokens: u64,
-    /// Prompt length of the closed-loop cells (`k` = x1024; capped like --max-length).
-    #[arg(long, default_value = "1k", value_parser = crate::lengths::parse_count_arg)]
-    pub load_length: u64,
-    /// Requests per closed-loop cell.
-    #[arg(long, default_value_t = 16)]
-    pub requests: u64,
-    /// Seed for nonces.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
 
 #[derive(Args, Debug, Clone)]
 #[command(

@@ -1,7 +1,7 @@
 //! `twin predict`, `twin check` and `twin whatif`: their flags and what each prints.
 
 use super::predict::{self, Twin};
-use crate::cli::LoadArgs;
+use crate::load::args::LoadArgs;
 use clap::Args;
 use std::path::PathBuf;
 

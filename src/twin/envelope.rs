@@ -2,7 +2,7 @@
 //! measured, or more requests batched at once than any measured. Such figures are
 //! extrapolations of the fitted laws, and the twin says so.
 
-use super::predict::Twin;
+use super::engine::Twin;
 use crate::load::LoadResult;
 
 /// One warning per way `r` leaves the profile's envelope.

@@ -1,6 +1,7 @@
 //! The calibrated twin: a profile measured from one server (`profile`), the engine driven
 //! in virtual time on it, and predictions checked against what the server really did.
 
+pub mod argv;
 pub mod calibrate;
 pub mod cell;
 pub mod check;
@@ -8,6 +9,7 @@ pub mod clients;
 pub mod cmd;
 pub mod cmd_measure;
 pub mod cmd_predict;
+pub mod engine;
 pub mod envelope;
 pub mod figures;
 pub mod fit;
@@ -19,4 +21,5 @@ pub mod predict;
 pub mod predict_trace;
 pub mod profile;
 pub mod render;
+pub mod serve;
 pub mod whatif;

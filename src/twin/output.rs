@@ -3,8 +3,8 @@
 //! by load's own summariser, so `report` and `compare` read it as a measured file.
 
 use super::cell::Predicted;
-use super::predict::Twin;
-use crate::cli::LoadArgs;
+use super::engine::Twin;
+use crate::load::args::LoadArgs;
 use crate::load::{LoadResult, cell};
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
 use crate::record::{Record, Target};
@@ -98,4 +98,19 @@ pub fn lines(twin: &Twin, r: &LoadResult) -> String {
 pub fn write(twin: &Twin, r: &LoadResult, path: &Path) -> anyhow::Result<()> {
     crate::report::write_atomic(path, &lines(twin, r))
         .map_err(|e| anyhow::anyhow!("--out {}: {e}", path.display()))
+}
+
+/// Summarise a predicted cell as `load` does and add it to the result.
+pub fn push(
+    twin: &Twin,
+    plan: &LoadPlan,
+    out: &mut LoadResult,
+    key: CellKey,
+    p: Predicted,
+) -> CellRecord {
+    let cell = summarise(twin, plan, key, &p);
+    out.cells.push(cell.clone());
+    out.requests.extend(p.requests);
+    out.server_metrics.extend(p.scrapes);
+    cell
 }

@@ -5,51 +5,17 @@
 //! Traces are in `predict_trace.rs`; the records are load's own (`output.rs`).
 
 use super::cell::{self, Predicted};
-use super::clients::{Fresh, Pace};
-use super::output;
-use super::profile::Profile;
-use crate::cli::LoadArgs;
+use super::clients::{Fresh, pace};
+pub use super::engine::Twin;
+use super::output::{self, push};
 use crate::lengths::parse_lengths;
+use crate::load::args::LoadArgs;
 use crate::load::{self, LoadResult, knee};
-use crate::record::load::{CellKey, CellRecord, LoadPlan};
+use crate::record::load::{CellKey, LoadPlan};
 use crate::run::Arrival;
-use crate::run::arrivals::{ArrivalPlan, Arrivals, PlannedCell, Shape};
-use crate::sim::scheduler::EngineConfig;
-use crate::workload::points::{self, Limit};
+use crate::run::arrivals::{ArrivalPlan, PlannedCell, Shape};
+use crate::workload::points;
 use std::time::Duration;
-
-/// A profile and the engine it configures (whatif changes the engine, not the profile).
-#[derive(Debug, Clone)]
-pub struct Twin {
-    pub profile: Profile,
-    /// As given on the command line, for the records.
-    pub path: String,
-    pub engine: EngineConfig,
-}
-
-impl Twin {
-    pub fn read(path: &std::path::Path) -> anyhow::Result<Twin> {
-        let profile = Profile::read(path).map_err(|e| anyhow::anyhow!("--profile: {e}"))?;
-        Ok(Twin::new(profile, path.display().to_string()))
-    }
-
-    pub fn new(profile: Profile, path: String) -> Twin {
-        let engine = profile.engine_config();
-        Twin {
-            profile,
-            path,
-            engine,
-        }
-    }
-
-    /// The server's context limit as the profile has it.
-    pub fn context_limit(&self) -> Limit {
-        Limit {
-            tokens: self.profile.limits.context_tokens.value.round() as u64,
-            source: format!("twin profile {}", self.path),
-        }
-    }
-}
 
 /// Refuse the load flags that have no meaning in virtual time, naming each.
 pub fn refuse_live_flags(args: &LoadArgs) -> anyhow::Result<()> {
@@ -156,27 +122,6 @@ pub fn predict_cell(
     Ok(run_cell(twin, plan, &cell, timeout_s))
 }
 
-/// How a planned cell's requests are offered, in virtual time.
-pub fn pace(arrivals: &Arrivals) -> Pace {
-    match arrivals {
-        Arrivals::Closed {
-            concurrency,
-            budget,
-        } => Pace::Closed {
-            workers: *concurrency as usize,
-            budget: *budget,
-        },
-        Arrivals::Open {
-            at,
-            max_concurrency,
-            ..
-        } => Pace::Open {
-            at_s: at.iter().map(Duration::as_secs_f64).collect(),
-            cap: max_concurrency.map(|m| m as usize),
-        },
-    }
-}
-
 /// One planned cell of fresh prompts (each its own nonce), on a fresh engine.
 fn run_cell(twin: &Twin, plan: &LoadPlan, cell: &PlannedCell, timeout_s: f64) -> Predicted {
     let prompts = Fresh {
@@ -192,21 +137,6 @@ fn run_cell(twin: &Twin, plan: &LoadPlan, cell: &PlannedCell, timeout_s: f64) ->
         plan.seed,
         timeout_s,
     )
-}
-
-/// Summarise a predicted cell as `load` does and add it to the result.
-pub fn push(
-    twin: &Twin,
-    plan: &LoadPlan,
-    out: &mut LoadResult,
-    key: CellKey,
-    p: Predicted,
-) -> CellRecord {
-    let cell = output::summarise(twin, plan, key, &p);
-    out.cells.push(cell.clone());
-    out.requests.extend(p.requests);
-    out.server_metrics.extend(p.scrapes);
-    cell
 }
 
 /// `--find-knee` at length `n`: load's own search over predicted closed-loop cells.

@@ -5,10 +5,11 @@
 
 use super::cell;
 use super::clients::Prompts;
+use super::engine::Twin;
 use super::output;
-use super::predict::{Twin, push};
-use crate::cli::LoadArgs;
+use super::output::push;
 use crate::load::LoadResult;
+use crate::load::args::LoadArgs;
 use crate::load::replay;
 use crate::record::load::{CellKey, TraceRequestInfo};
 use crate::trace::blocks::Blocks;
@@ -57,7 +58,7 @@ pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
     let Some(planned) = arrivals.cells(0, longest).into_iter().next() else {
         anyhow::bail!("--trace: the replay's arrival plan has no cell");
     };
-    let pace = super::predict::pace(&planned.arrivals);
+    let pace = super::clients::pace(&planned.arrivals);
     let blocks = Blocks::filler(args.block_tokens, BLOCK_IDS.collect(), args.seed)?;
     let prompts = TracePrompts {
         blocks: &blocks,

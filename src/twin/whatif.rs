@@ -5,8 +5,8 @@
 
 use super::envelope;
 use super::predict::{self, Twin};
-use crate::cli::LoadArgs;
 use crate::load::LoadResult;
+use crate::load::args::LoadArgs;
 use std::fmt::Write;
 
 /// What `--vary` may change.

@@ -250,3 +250,30 @@ impl Drop for LlamaServer {
         let _ = self.child.wait();
     }
 }
+
+/// `twin calibrate` (its default plan) against `server`, the profile written to `out`.
+pub async fn twin_calibrate(
+    server: &LlamaServer,
+    out: &std::path::Path,
+) -> ctxbench::twin::calibrate::Calibration {
+    use clap::Parser;
+    use ctxbench::cli::{Cli, Command, TwinCommand};
+    let argv = [
+        "ctxbench",
+        "twin",
+        "calibrate",
+        "--url",
+        &server.url,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let Command::Twin(t) = Cli::try_parse_from(argv).unwrap().command else {
+        unreachable!()
+    };
+    let TwinCommand::Calibrate(args) = t.command else {
+        unreachable!()
+    };
+    ctxbench::twin::calibrate::calibrate(&args)
+        .await
+        .expect("calibration runs")
+}

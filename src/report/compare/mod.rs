@@ -7,7 +7,6 @@ pub mod html;
 pub mod render;
 pub mod row;
 pub mod spec;
-pub mod spec_load;
 
 use crate::choices::Method;
 use crate::lengths::format_count;

@@ -2,10 +2,10 @@
 //! (`Profile::engine_config`) and limits taken from the profile, except where a flag was
 //! given on the command line: an explicit flag always wins.
 
-use super::{Persona, SimArgs};
-use crate::twin::profile::Profile;
+use super::profile::Profile;
+use crate::sim::{Persona, SimArgs};
 use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory};
+use clap::{ArgMatches, Args};
 
 /// Set every engine setting the profile holds on `args`, skipping those `given(id)` says the
 /// user set (`id` is the clap id: the field name, e.g. `max_running`).
@@ -74,10 +74,11 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let sim: Option<ArgMatches> = crate::cli::Cli::command()
-        .try_get_matches_from(argv)
-        .ok()
-        .and_then(|m| m.subcommand_matches("sim").cloned());
+    // `ctxbench sim FLAGS…`: the flags after the subcommand, parsed by `sim`'s own struct.
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().map(Into::into).collect();
+    let sim: Option<ArgMatches> = (argv.get(1).is_some_and(|a| a == "sim"))
+        .then(|| SimArgs::augment_args(clap::Command::new("ctxbench")))
+        .and_then(|c| c.try_get_matches_from(&argv[1..]).ok());
     move |id| {
         sim.as_ref().is_some_and(|m| {
             m.try_contains_id(id).unwrap_or(false)
