@@ -53,6 +53,7 @@ fn engine() -> EngineConfig {
             spec_draft: Default::default(),
         },
         max_batch_tokens: 8_192,
+        budget: ctxbench::sim::TokenBudget::Prefill,
         max_running: 64,
         spec: 1,
         new_token_ratio: 1.0,

@@ -24,8 +24,8 @@ const PAIRS: usize = 15;
 const KEPT: usize = 5;
 const MISSING: u64 = (PAIRS - KEPT) as u64;
 /// Requests a sweep sends before its samples when it measures the target's checks: the
-/// API-prefix probes (3) and the transport probes (3 rounds of fresh + reused).
-const CHECK_PROBES: u64 = 3 + 2 * 3;
+/// API-prefix probes and the transport probes (3 rounds of fresh + reused).
+const CHECK_PROBES: u64 = ctxbench::sweep::allowance::PROBES as u64 + 2 * 3;
 
 /// Requests seen, by kind.
 #[derive(Clone, Default)]

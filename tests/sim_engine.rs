@@ -2,10 +2,10 @@
 //! TTFT and decode rate from the step cost model, pool admission, preemption, Little's
 //! law, and the prefix cache sharing the pool. No sleeps: every figure here is exact.
 
-use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::{EngineConfig, NewRequest, OutputKind};
 use ctxbench::sim::stepcost::{SpecDraftCost, StepCost};
 use ctxbench::sim::virtual_time::{VirtualRun, run_virtual};
+use ctxbench::sim::{CostModel, TokenBudget};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -29,6 +29,7 @@ fn config(pool_tokens: u64) -> EngineConfig {
     EngineConfig {
         cost: COST,
         max_batch_tokens: 8192,
+        budget: TokenBudget::Prefill,
         max_running: 1000,
         spec: 1,
         new_token_ratio: 1.0,
@@ -307,4 +308,32 @@ fn live_requests_evict_cached_prefixes_from_the_shared_pool() {
     assert_eq!(cached_after(500), 992);
     // Fillers of 2 × 125 pages need the whole pool: the cached prefix is evicted, a miss.
     assert_eq!(cached_after(1900), 0);
+}
+
+/// llama.cpp's n_batch and vLLM's token budget count the running decodes' tokens, so a
+/// prompt beside B decoding requests gets B fewer tokens that step; SGLang's chunk budget
+/// (`Prefill`) counts prefill tokens only.
+#[test]
+fn a_budget_counting_decodes_leaves_a_prompt_fewer_tokens_per_step() {
+    const B: u64 = 1000;
+    for (budget, first_in_step) in [(TokenBudget::Prefill, 2), (TokenBudget::All, 3)] {
+        let cfg = EngineConfig {
+            max_batch_tokens: B,
+            budget,
+            ..config(1 << 30)
+        };
+        // Request 0 runs alone (an idle engine starts on it) and then decodes; request 1
+        // arrives during that first step and needs the whole budget: beside one decode it
+        // gets B − 1 tokens under `All`, and its last token a step later.
+        let arrivals = vec![request(0, 500, 50, 0.0), request(1, B, 50, 1e-9)];
+        let run = run_virtual(cfg, arrivals, |_, _| {});
+        let first = record(&run, 1).first_token_s.unwrap();
+        let end = run.steps[first_in_step - 1].end_s;
+        assert!(
+            (first - end).abs() < EXACT_S,
+            "{budget:?}: first token at {first}, step {first_in_step} ends at {end}"
+        );
+        let step2: u64 = run.steps[1].prefill_tokens;
+        assert_eq!(step2, if budget == TokenBudget::All { B - 1 } else { B });
+    }
 }

@@ -33,6 +33,7 @@ fn config(spec: u32) -> EngineConfig {
     EngineConfig {
         cost: COST,
         max_batch_tokens: 8192,
+        budget: ctxbench::sim::TokenBudget::Prefill,
         max_running: 1000,
         spec,
         new_token_ratio: 1.0,

@@ -58,6 +58,7 @@ fn engine(p0: f64) -> EngineConfig {
             spec_draft: Default::default(),
         },
         max_batch_tokens: 2048,
+        budget: ctxbench::sim::TokenBudget::Prefill,
         max_running: 4,
         spec: 1,
         new_token_ratio: 1.0,

@@ -1,8 +1,17 @@
 //! The twin's fidelity against the real peer, end to end: calibrate against llama.cpp's
-//! llama-server (`-np 4`, tiny model, CPU, one compute thread), measure one held-out cell
-//! (1k prompts at concurrency 4, a level calibration, run at ≤ 2, never saw) twice, and
-//! hold the profile's prediction to the bounds `twin check` defines (10 % / 25 %, never
-//! tighter than 1.5× the run-to-run spread).
+//! llama-server (`-np 4`, tiny model, CPU, one compute thread) with the default plan (its
+//! closed-loop cells at concurrency ≤ 2), measure the three held-out cells twice
+//! each — 1k prompts at concurrency 4 and 8 (8 queue behind 4 slots) and an open-loop
+//! Poisson cell — and hold every figure to the bound `twin check` defines: 10 % on p50
+//! TTFT, p50 TPOT, tok/s and goodput, 25 % on p90/p99 TTFT, never tighter than 1.5× the
+//! three measurements' own spread.
+//!
+//! That spread is the server against itself over a few seconds. What it cannot show is the
+//! host's drift between calibration and the held-out cells a minute later: on a shared
+//! 2-core machine the same cell's tok/s moves by a few per cent from minute to minute. So
+//! the test measures that drift too — calibration's own c=1 cell again, after the held-out
+//! cells — and widens each bound by it: the twin is not asked to be closer to the server
+//! than the server is to its calibrated self.
 
 mod common;
 
@@ -11,8 +20,64 @@ use common::{load_args, timing_lock};
 use ctxbench::twin::check::{check, render};
 use ctxbench::twin::predict::Twin;
 
+/// The held-out cells, as `load` flags (each measured `RUNS` times).
+const CELLS: &[&[&str]] = &[
+    &[
+        "--lengths",
+        "1024",
+        "--concurrency",
+        "4",
+        "--requests",
+        "8",
+        "--output-tokens",
+        "32",
+    ],
+    &[
+        "--lengths",
+        "1024",
+        "--concurrency",
+        "8",
+        "--requests",
+        "16",
+        "--output-tokens",
+        "32",
+    ],
+    &[
+        "--lengths",
+        "1024",
+        "--rate",
+        "1",
+        "--arrival",
+        "poisson",
+        "--seed",
+        "1",
+        "--requests",
+        "16",
+        "--output-tokens",
+        "64",
+    ],
+];
+
+/// Measurements of each held-out cell: their spread bounds the figures (`twin check`).
+const RUNS: usize = 3;
+
+/// Output tok/s of the c=1 cell in a load file.
+fn c1_output_tps(path: &std::path::Path) -> f64 {
+    let r = ctxbench::load::merge::merge(&[(
+        path.display().to_string(),
+        ctxbench::resultfile::read(path).unwrap(),
+    )])
+    .unwrap();
+    let cell = r
+        .cells
+        .iter()
+        .find(|c| c.cell.concurrency == Some(1))
+        .expect("a c=1 cell");
+    cell.output_tps.expect("output tok/s")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_calibrated_profile_predicts_a_held_out_llama_server_cell() {
+async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_bounds() {
     let _timing = timing_lock().await;
     let started = std::time::Instant::now();
     // One compute thread, as twin_llamacpp: two threads stall each other on a shared host.
@@ -21,58 +86,70 @@ async fn a_calibrated_profile_predicts_a_held_out_llama_server_cell() {
     let out = dir.path().join("llama.json");
     let c = common::llama::twin_calibrate(&server, &out).await;
     println!("calibration took {:.1} s", c.elapsed_s);
-
-    let mut files = Vec::new();
-    for run in 0..2 {
-        let path = dir.path().join(format!("held-out-{run}.jsonl"));
-        let path_s = path.display().to_string();
-        let flags = [
-            "--lengths",
-            "1024",
-            "--concurrency",
-            "4",
-            "--requests",
-            "8",
-            "--output-tokens",
-            "32",
-            "--out",
-            &path_s,
-        ];
-        ctxbench::load::execute(load_args(&server.url, &flags))
-            .await
-            .expect("load runs");
-        files.push((path_s, ctxbench::resultfile::read(&path).unwrap()));
-    }
     let twin = Twin::new(c.profile.clone(), out.display().to_string());
-    let report = check(&twin, &files, None).unwrap();
-    let text = render(&report);
-    println!("{text}");
-    println!("whole test took {:.1} s", started.elapsed().as_secs_f64());
-    assert_eq!(report.cells.len(), 1, "{text}");
-    let cell = &report.cells[0];
-    assert!(cell.rows.iter().all(|r| r.spread.is_some()), "{text}");
-    // What is honestly achievable today: NOT the 10 % / 25 % bounds. By hand at load
-    // average 6 (docs/twin.md, "Fidelity against llama-server") every figure of this cell
-    // was beyond its bound: TTFT p50 −38 %, TPOT p50 −65 %, tok/s +51 %; the twin is
-    // optimistic. The calibration itself shows why in part: its isolated sweep put 1k TTFT
-    // at 161 ms, its own c=1 cell at 207 ms, and the decode gap grew from 0.7 ms (batch 1)
-    // to 3.4 ms (batch 2) with one compute thread on two loaded cores, so the step law
-    // fitted at concurrency ≤ 2 does not carry to 4 running slots whose prefills stall the
-    // others' decodes. The assertion here is a regression guard on that gap: each figure
-    // within a factor of about 3 (error < 0.8), the twin never more than that off. When
-    // the model closes the gap, tighten this to `report.flagged() == 0`.
-    assert_eq!(cell.rows.len(), 6, "{text}");
-    for r in &cell.rows {
-        assert!(
-            r.error < 0.8,
-            "{:?}: error {:.2}\n{text}",
-            r.figure,
-            r.error
-        );
+
+    let mut reports = Vec::new();
+    for (i, cell) in CELLS.iter().enumerate() {
+        let mut files = Vec::new();
+        for run in 0..RUNS {
+            let path = dir.path().join(format!("held-out-{i}-{run}.jsonl"));
+            let path_s = path.display().to_string();
+            let mut flags = cell.to_vec();
+            flags.extend(["--out", &path_s]);
+            ctxbench::load::execute(load_args(&server.url, &flags))
+                .await
+                .expect("load runs");
+            files.push((path_s, ctxbench::resultfile::read(&path).unwrap()));
+        }
+        let report = check(&twin, &files, None).unwrap();
+        let text = render(&report);
+        println!("{text}");
+        assert_eq!(report.cells.len(), 1, "{text}");
+        let rows = &report.cells[0].rows;
+        assert_eq!(rows.len(), 6, "{text}");
+        assert!(rows.iter().all(|r| r.spread.is_some()), "{text}");
+        reports.push((report, text));
     }
+
+    // The host's drift since calibration: its c=1 cell (same flags) measured again.
+    let again = dir.path().join("c1-again.jsonl");
+    let again_s = again.display().to_string();
+    let flags = [
+        "--lengths",
+        "1024",
+        "--concurrency",
+        "1",
+        "--requests",
+        "16",
+        "--output-tokens",
+        "64",
+        "--out",
+        &again_s,
+    ];
+    ctxbench::load::execute(load_args(&server.url, &flags))
+        .await
+        .expect("load runs");
+    let calibrated = c1_output_tps(&ctxbench::twin::calibrate::records_path(&out, "load"));
+    let drift = (c1_output_tps(&again) - calibrated).abs() / calibrated;
     println!(
-        "{} of {} figures beyond their bounds",
-        report.flagged(),
-        cell.rows.len()
+        "host drift since calibration: c=1 tok/s {calibrated:.1} then {:.1} ({:.1} %)",
+        c1_output_tps(&again),
+        drift * 100.0
     );
+    println!("whole test took {:.1} s", started.elapsed().as_secs_f64());
+    let mut beyond = Vec::new();
+    for (report, text) in &reports {
+        for r in &report.cells[0].rows {
+            if r.error.is_nan() || r.error > r.bound + drift {
+                beyond.push(format!(
+                    "{:?}: error {:.1} % > bound {:.1} % + drift {:.1} %\n{text}",
+                    r.figure,
+                    r.error * 100.0,
+                    r.bound * 100.0,
+                    drift * 100.0
+                ));
+            }
+        }
+    }
+    assert!(beyond.is_empty(), "{}", beyond.join("\n"));
 }

@@ -180,6 +180,10 @@ fn other_profile_versions_and_non_profiles_are_refused_with_a_message() {
         msg.contains("version-0") && msg.contains("twin calibrate"),
         "{msg}"
     );
+    // Version 1 had no `step.budget`: its llama.cpp profiles would be misread as counting
+    // prefill tokens only.
+    let e = Profile::parse(&profile_text(1), "v1.json").unwrap_err();
+    assert!(matches!(e, ProfileError::Version { found: 1, .. }), "{e:?}");
     let e = Profile::parse(&profile_text(99), "new.json").unwrap_err();
     assert!(e.to_string().contains("version-99"), "{e}");
     // A result file's run record is JSON, but not a profile.
@@ -227,6 +231,7 @@ fn round_profile() -> Profile {
             p0_tps: exact(50_000.0),
             q_s_per_token2: exact(0.0),
             chunk_tokens: exact(1024.0),
+            budget: ctxbench::sim::TokenBudget::All,
             d0_s: exact(0.005),
             d1_s_per_token: exact(0.0),
             d2_s_per_request: exact(0.0005),

@@ -27,6 +27,7 @@ fn engine(max_running: usize, pool_tokens: u64) -> EngineConfig {
             spec_draft: Default::default(),
         },
         max_batch_tokens: 2048,
+        budget: ctxbench::sim::TokenBudget::Prefill,
         max_running,
         spec: 1,
         new_token_ratio: 1.0,

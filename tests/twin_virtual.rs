@@ -32,6 +32,7 @@ fn config() -> EngineConfig {
         },
         // Small enough that prompts take several chunks, shared with decode.
         max_batch_tokens: 1024,
+        budget: ctxbench::sim::TokenBudget::Prefill,
         max_running: 3,
         spec: 1,
         new_token_ratio: 1.0,
@@ -197,6 +198,7 @@ async fn a_seeded_open_loop_predicts_the_schedule_load_sends() {
 fn one_worker_predicts_the_one_request_model() {
     let cfg = EngineConfig {
         max_batch_tokens: 8192,
+        budget: ctxbench::sim::TokenBudget::Prefill,
         ..config()
     };
     let twin = twin_of(&cfg);

@@ -34,6 +34,7 @@ mod vocab;
 mod whole;
 
 pub use cost::CostModel;
+pub use scheduler::TokenBudget;
 pub use server::SimServer;
 pub use spec::SpecModel;
 pub use truth::{DecodeStep, RequestTruth};
@@ -172,6 +173,10 @@ pub struct SimCostArgs {
     /// sharing them with the running requests' decode, e.g. `--max-batch-tokens 2048`.
     #[arg(long = "max-batch-tokens", default_value_t = 8192)]
     pub max_batch_tokens: u64,
+    /// What --max-batch-tokens counts: `prefill` tokens only (SGLang), or `all` the step's
+    /// tokens, the running decodes' first (llama.cpp's -b, vLLM's max-num-batched-tokens).
+    #[arg(long = "sim-budget", value_enum, default_value_t = TokenBudget::Prefill)]
+    pub budget: TokenBudget,
     /// KV pool size in tokens, shared by running requests and the prefix cache
     /// (default: 4 × --context-length), e.g. `--kv-pool-tokens 218000`.
     #[arg(long = "kv-pool-tokens")]

@@ -21,11 +21,26 @@ use std::collections::VecDeque;
 /// Series points kept (oldest dropped): bounds memory on a long-running server.
 const MAX_SERIES_POINTS: usize = 200_000;
 
+/// What a step's token budget (`max_batch_tokens`) counts.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenBudget {
+    /// Prefill tokens only, decodes ride free (SGLang's chunked_prefill_size).
+    #[default]
+    Prefill,
+    /// Every token the step feeds, the running decodes' first (llama.cpp's n_batch, vLLM's
+    /// max_num_batched_tokens): a prompt beside B decodes gets B fewer tokens that step.
+    All,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
     pub cost: StepCost,
-    /// Prefill tokens per step (chunked prefill budget), at least 1.
+    /// Tokens per step (chunked prefill budget), at least 1; `budget` says which count.
     pub max_batch_tokens: u64,
+    pub budget: TokenBudget,
     /// Running requests at most, at least 1.
     pub max_running: usize,
     /// Tokens per decode step: at most `spec`, how many by the request's acceptance
@@ -402,7 +417,11 @@ impl Scheduler {
         }
         // Prefill chunks within the budget, in admission order.
         let cost = self.config.cost;
+        let drafted: u64 = decode.iter().map(|(_, v, _)| v.drafted).sum();
         let mut budget = self.config.max_batch_tokens.max(1);
+        if self.config.budget == TokenBudget::All {
+            budget = budget.saturating_sub(decode.len() as u64 + drafted);
+        }
         let mut prefill_s = 0.0;
         let mut prefill_tokens = 0;
         let mut chunked: Vec<(usize, bool)> = Vec::new();
@@ -427,7 +446,6 @@ impl Scheduler {
             chunked.push((idx, e == r.prefill_len));
         }
         let context_sum: u64 = decode.iter().map(|&(_, _, ctx)| ctx).sum();
-        let drafted: u64 = decode.iter().map(|(_, v, _)| v.drafted).sum();
         let duration = cost.overhead
             + prefill_s
             + cost.decode_s(decode.len() as u64, context_sum)

@@ -172,6 +172,7 @@ fn engine_config(config: &SimConfig) -> anyhow::Result<EngineConfig> {
     Ok(EngineConfig {
         cost,
         max_batch_tokens: args.max_batch_tokens,
+        budget: args.budget,
         max_running: args.max_running,
         spec: args.spec,
         new_token_ratio: args.new_token_ratio,

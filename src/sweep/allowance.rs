@@ -11,9 +11,11 @@ use std::time::Duration;
 /// Size of each probe prompt, tokens: small, and beyond any template.
 pub const PROBE_TOKENS: u64 = 64;
 /// Probes sent: the first fills the cache; each later one reports what it shares with
-/// those before. The minimum over two such reports cannot include a chance match of a
-/// random symbol with an older cached prompt, unless both probes meet one.
-const PROBES: usize = 3;
+/// those before. The minimum over three such reports cannot include a chance match of a
+/// random symbol with an older cached prompt unless all three meet one: with K older
+/// prompts and 62 nonce symbols that is (K/62)³, where two reports left (K/62)² — about
+/// one sweep in a few hundred against a simulator holding a handful of earlier prompts.
+pub const PROBES: usize = 4;
 /// Draws allowed to find a nonce whose first symbol differs from the probes' before it.
 const DRAWS: usize = 200;
 

@@ -74,8 +74,12 @@ pub struct CellClients<P> {
 impl<P: Prompts> CellClients<P> {
     pub fn new(pace: Pace, prompts: P, seed: u64) -> Self {
         let state = match pace {
+            // Workers start one after another, as load's do (µs apart): an idle engine
+            // starts its step on the first to arrive, and the rest join the next one.
             Pace::Closed { workers, budget } => State::Closed {
-                free: vec![0.0; workers.max(1)].into(),
+                free: (0..workers.max(1))
+                    .map(|w| w as f64 * CLIENT_GAP_S)
+                    .collect(),
                 budget,
             },
             Pace::Open { at_s, cap } => State::Open {
@@ -201,12 +205,15 @@ impl Prompts for Fresh {
     fn request(&mut self, index: u64) -> (Vec<u32>, u64) {
         let n = self.prompt_tokens.max(1) as usize;
         let mut p: Vec<u32> = (0..n).map(|i| (i % 30_011) as u32 + 100).collect();
-        p[0] = self.salt;
+        // The first token is the request's own (a page of one token would otherwise be a
+        // hit shared by the whole cell), the next two tell cells and indices apart exactly.
+        let nonce = (u64::from(self.salt) << 40 ^ index).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        p[0] = (nonce >> 32) as u32;
         if n > 1 {
-            p[1] = index as u32;
+            p[1] = self.salt ^ (index as u32);
         }
         if n > 2 {
-            p[2] = (index >> 32) as u32;
+            p[2] = (index >> 32) as u32 ^ self.salt.rotate_left(16);
         }
         (p, self.output_tokens)
     }
@@ -230,5 +237,53 @@ pub fn pace(arrivals: &Arrivals) -> Pace {
             at_s: at.iter().map(Duration::as_secs_f64).collect(),
             cap: max_concurrency.map(|m| m as usize),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh(salt: u32) -> Fresh {
+        Fresh {
+            prompt_tokens: 64,
+            output_tokens: 8,
+            salt,
+        }
+    }
+
+    #[test]
+    fn closed_loop_workers_start_one_after_another() {
+        let pace = Pace::Closed {
+            workers: 4,
+            budget: Budget::Requests(8),
+        };
+        let mut c = CellClients::new(pace, fresh(1), 0);
+        let mut at = Vec::new();
+        while at.len() < 4 {
+            at.push(c.next_arrival_s().expect("a worker is free"));
+            c.arrive();
+        }
+        // An idle engine starts on the first; the other three join its next step.
+        for (w, t) in at.iter().enumerate() {
+            assert!((t - w as f64 * CLIENT_GAP_S).abs() < 1e-15, "{at:?}");
+        }
+        assert_eq!(c.next_arrival_s(), None, "all four are out");
+    }
+
+    #[test]
+    fn fresh_prompts_share_no_first_token() {
+        let mut seen = std::collections::HashSet::new();
+        for salt in 0..4 {
+            let mut f = fresh(salt);
+            for index in 0..256 {
+                let (p, out) = f.request(index);
+                assert_eq!((p.len(), out), (64, 8));
+                assert!(
+                    seen.insert(p[0]),
+                    "salt {salt} index {index}: first token reused"
+                );
+            }
+        }
     }
 }

@@ -98,6 +98,32 @@ fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(
     Some((est, quality))
 }
 
+/// d2 with d0 = 0: Σ b·y / Σ b² over the points (b, step − d1·Σcontext) of the cells and
+/// (1, the sweep's batch-1 intercept).
+fn through_origin(
+    intercept: f64,
+    cells: &[CellSteps],
+    max_running: u64,
+    d1: &Estimate,
+) -> (f64, Option<[f64; 2]>) {
+    let mut pts = vec![(1.0, intercept)];
+    pts.extend(cells.iter().map(|c| {
+        let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
+        (b, c.itl_p50_s - d1.value * b * c.decode_context() as f64)
+    }));
+    let sxy: f64 = pts.iter().map(|(b, y)| b * y).sum();
+    let sxx: f64 = pts.iter().map(|(b, _)| b * b).sum();
+    let slope = (sxy / sxx).max(0.0);
+    // Student-t interval from the residuals (n − 1 degrees of freedom).
+    let dof = pts.len() - 1;
+    let rss: f64 = pts.iter().map(|(b, y)| (y - slope * b).powi(2)).sum();
+    let ci = crate::stats::student_t_975(dof).and_then(|t| {
+        let half = t * (rss / dof as f64 / sxx).sqrt();
+        interval(slope - half, slope + half)
+    });
+    (slope, ci)
+}
+
 /// The decode coefficients: d1 and the batch-1 intercept from the sweep, d2 from the cells,
 /// d0 = intercept − d2 (the step overhead is folded into d0 and t0).
 fn decode(
@@ -124,20 +150,40 @@ fn decode(
     });
     let h = (half_width(&intercept).powi(2) + half_width(&d2).powi(2)).sqrt();
     let raw = law.d_s - d2.value;
-    let source = if raw < 0.0 {
-        format!(
-            "sweep decode step at batch 1: intercept − d2 = {raw:.3e} s, negative (the cells \
-             and the sweep disagree, e.g. the host was busier during one): fixed at 0; the \
-             interval is of the unfixed value"
-        )
+    let (d0, d2) = if raw < 0.0 {
+        // The batch-1 step is cheaper than the cells' slope allows with d0 ≥ 0 (on a CPU,
+        // llama.cpp's batch of one takes a matrix-vector path). Keeping that slope with d0
+        // at 0 would charge every batch-1 step the whole slope; instead refit d2 with d0 = 0
+        // through all the step measurements, the sweep's batch-1 intercept among them.
+        let (fixed, ci) = through_origin(law.d_s, cells, max_running, &d1);
+        let d0 = Estimate::new(
+            0.0,
+            (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
+            format!(
+                "sweep decode step at batch 1: intercept − d2 = {raw:.3e} s, negative (the \
+                 batch-1 step is cheaper than the cells' slope): fixed at 0 and d2 refitted \
+                 through the origin; the interval is of the unfixed value"
+            ),
+        );
+        let d2 = Estimate::new(
+            fixed,
+            ci,
+            format!(
+                "closed-loop cells and the sweep's batch-1 intercept, d0 fixed at 0: least \
+                 squares through the origin of (step − d1·Σcontext) over decoding requests \
+                 (the cells' slope alone was {:.3e} s)",
+                d2.value
+            ),
+        );
+        (d0, d2)
     } else {
-        "sweep decode step at batch 1: intercept − d2 (the step overhead folded in)".to_string()
+        let d0 = Estimate::new(
+            raw,
+            (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
+            "sweep decode step at batch 1: intercept − d2 (the step overhead folded in)",
+        );
+        (d0, d2)
     };
-    let d0 = Estimate::new(
-        raw.max(0.0),
-        (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
-        source,
-    );
     let overhead = Estimate::new(
         0.0,
         None,
@@ -247,6 +293,7 @@ pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
             p0_tps: p0,
             q_s_per_token2: q,
             chunk_tokens: chunk,
+            budget: limits::budget(&info),
             d0_s: d0,
             d1_s_per_token: d1,
             d2_s_per_request: d2,
@@ -349,6 +396,36 @@ mod tests {
         // Written and read back unchanged.
         let back = Profile::parse(&p.to_json_pretty(), "p.json").unwrap();
         assert_eq!(back, p);
+    }
+
+    #[test]
+    fn a_batch_of_one_cheaper_than_the_slope_refits_d2_through_the_origin() {
+        // llama.cpp on a CPU: one decoding request costs 0.3 ms beyond attention, two cost
+        // 1.0 ms (the batch of one takes a matrix-vector path). The slope, 0.7 ms, with d0
+        // at 0 would charge a lone request 0.7 ms; the through-origin fit over (1, 0.3),
+        // (1, 0.3), (2, 1.0) gives (0.3 + 0.3 + 2.0) / 6.
+        let net = |b: f64| if b == 1.0 { 3e-4 } else { 1e-3 };
+        let mut i = inputs();
+        for p in &mut i.sweep {
+            p.step_s = net(1.0) + D1 * p.decode_context() as f64;
+        }
+        for c in &mut i.cells {
+            let b = f64::from(c.concurrency);
+            c.itl_p50_s = net(b) + D1 * b * c.decode_context() as f64;
+            c.itl_p50_ci95_s = [c.itl_p50_s - 1e-6, c.itl_p50_s + 1e-6];
+        }
+        let p = fit(&i).unwrap();
+        let s = &p.step;
+        assert_eq!(s.d0_s.value, 0.0);
+        assert!(s.d0_s.source.contains("negative"), "{}", s.d0_s.source);
+        assert!(
+            close(s.d2_s_per_request.value, 2.6e-3 / 6.0),
+            "{:?}",
+            s.d2_s_per_request
+        );
+        assert!(s.d2_s_per_request.source.contains("through the origin"));
+        let [lo, hi] = s.d2_s_per_request.ci95.unwrap();
+        assert!(lo < s.d2_s_per_request.value && s.d2_s_per_request.value < hi);
     }
 
     #[test]

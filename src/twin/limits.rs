@@ -3,6 +3,7 @@
 //! engine (llama.cpp: slots × per-slot context), or a stated default.
 
 use super::profile::{Caveat, Estimate, Limits};
+use crate::sim::scheduler::TokenBudget;
 use serde_json::Value;
 
 /// Chunk budget when the server does not report one: llama.cpp's `-b` default and vLLM's
@@ -28,6 +29,16 @@ fn exact(value: u64, source: impl Into<String>) -> Estimate {
 /// The server's kind as probe named it (`sglang`, `llamacpp`, …), or "".
 pub fn kind(info: &Value) -> &str {
     info.get("kind").and_then(Value::as_str).unwrap_or("")
+}
+
+/// What the server's step budget counts: llama.cpp's n_batch and vLLM's
+/// max_num_batched_tokens hold the running decodes' tokens too, SGLang's chunked prefill
+/// (and the simulator's default) only prefill tokens.
+pub fn budget(info: &Value) -> TokenBudget {
+    match kind(info) {
+        "llamacpp" | "vllm" => TokenBudget::All,
+        _ => TokenBudget::Prefill,
+    }
 }
 
 /// Limits and the chunk budget; `longest_measured` stands in for an unreported context limit.

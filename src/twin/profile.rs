@@ -3,15 +3,17 @@
 //! another ctxbench is read or refused with a message, never misread.
 
 use crate::sim::CostModel;
-use crate::sim::scheduler::EngineConfig;
+use crate::sim::scheduler::{EngineConfig, TokenBudget};
 use crate::sim::stepcost::{SpecDraftCost, StepCost};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::Path;
 
 /// The profile format this build writes and reads. Bump on any change a reader of the
-/// old format would misread; adding an optional field is not such a change.
-pub const PROFILE_VERSION: u32 = 1;
+/// old format would misread; adding an optional field is not such a change. Version 2
+/// added `step.budget`: a version-1 profile of llama.cpp or vLLM, read as counting prefill
+/// tokens only, would predict a different schedule than its server runs.
+pub const PROFILE_VERSION: u32 = 2;
 
 /// One measured number: its value, 95 % interval (when the fit left degrees of freedom)
 /// and its provenance, e.g. "sweep TTFT fit, 5 lengths 1k..16k" or "probe: /slots".
@@ -41,8 +43,10 @@ pub struct StepModel {
     pub p0_tps: Estimate,
     /// Quadratic (attention) prefill coefficient, s/token².
     pub q_s_per_token2: Estimate,
-    /// Prefill tokens per step (chunked-prefill budget).
+    /// Tokens per step (chunked-prefill budget).
     pub chunk_tokens: Estimate,
+    /// What the chunk budget counts: prefill tokens only, or every token of the step.
+    pub budget: TokenBudget,
     /// Fixed decode step time, s.
     pub d0_s: Estimate,
     /// Decode step time per context token summed over the batch, s/token.
@@ -187,6 +191,7 @@ impl Profile {
                 spec_draft: SpecDraftCost::NONE,
             },
             max_batch_tokens: (s.chunk_tokens.value.round() as u64).max(1),
+            budget: s.budget,
             max_running: (l.max_running.value.round() as usize).max(1),
             spec: self
                 .speculation

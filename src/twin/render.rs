@@ -2,6 +2,7 @@
 //! fit quality (R², largest residual) and the caveats. Pure: returns text.
 
 use super::profile::{Estimate, Profile};
+use crate::sim::scheduler::TokenBudget;
 use serde_json::Value;
 use std::fmt::Write;
 
@@ -43,6 +44,11 @@ pub fn render(p: &Profile) -> String {
     line(&mut out, "p0", &s.p0_tps, 1.0, "tok/s");
     line(&mut out, "q", &s.q_s_per_token2, 1e12, "ps/tok²");
     line(&mut out, "chunk", &s.chunk_tokens, 1.0, "tokens");
+    let counts = match s.budget {
+        TokenBudget::Prefill => "prefill tokens only",
+        TokenBudget::All => "every token of the step, decodes first",
+    };
+    let _ = writeln!(out, "  {:<12} {counts}", "budget");
     line(&mut out, "d0", &s.d0_s, 1e3, "ms");
     line(&mut out, "d1", &s.d1_s_per_token, 1e9, "ns/tok");
     line(&mut out, "d2", &s.d2_s_per_request, 1e3, "ms/req");

@@ -28,6 +28,7 @@ pub fn apply(profile: &Profile, args: &mut SimArgs, given: &dyn Fn(&str) -> bool
     set("max_batch_tokens", &mut || {
         c.max_batch_tokens = e.max_batch_tokens
     });
+    set("budget", &mut || c.budget = e.budget);
     set("max_running", &mut || c.max_running = e.max_running);
     set("page_size", &mut || c.page_size = e.page_tokens);
     set("kv_pool_tokens", &mut || {
