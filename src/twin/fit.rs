@@ -463,5 +463,12 @@ mod tests {
         assert!(chunk.source.starts_with("default"));
         let c = limits::caveats(&info, &l);
         assert!(c.iter().any(|c| c.what.contains("slot")));
+        assert!(
+            c.iter()
+                .any(|c| c.what.contains("beside several decoding slots"))
+        );
+        assert_eq!(limits::budget(&info), crate::sim::TokenBudget::All);
+        let sglang = json!({"kind": "sglang"});
+        assert_eq!(limits::budget(&sglang), crate::sim::TokenBudget::Prefill);
     }
 }

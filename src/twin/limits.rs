@@ -129,6 +129,16 @@ pub fn caveats(info: &Value, limits: &Limits) -> Vec<Caveat> {
                      model's shared radix cache can overstate the hit ratio"
                 .into(),
         });
+        out.push(Caveat {
+            what: "a prompt prefilled beside several decoding slots can run slower than alone \
+                   (on a CPU, one compute thread: a 1k prompt took 155–170 ms beside three, \
+                   145–150 ms alone or beside one); calibration at concurrency ≤ 2 sees at \
+                   most one"
+                .into(),
+            effect: "the model charges the alone price: with 3 or more slots busy it can be \
+                     optimistic on tok/s and TTFT (4–13 % at 8 clients on 4 slots there)"
+                .into(),
+        });
     }
     if info
         .get("chunked_prefill_tokens")
