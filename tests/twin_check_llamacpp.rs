@@ -89,8 +89,9 @@ const LOOSE: f64 = 0.55;
 /// often enough to fail a correct prediction between the modes, five rarely do.
 const RUNS: usize = 5;
 
-/// Output tok/s of the c=1 cell in a load file.
-fn c1_output_tps(path: &std::path::Path) -> f64 {
+/// The c=1 cell of a load file: its output tok/s, and the `load` flags that measure it
+/// again (its length, request budget and output tokens).
+fn c1_cell(path: &std::path::Path) -> (f64, Vec<String>) {
     let r = ctxbench::load::merge::merge(&[(
         path.display().to_string(),
         ctxbench::resultfile::read(path).unwrap(),
@@ -101,7 +102,17 @@ fn c1_output_tps(path: &std::path::Path) -> f64 {
         .iter()
         .find(|c| c.cell.concurrency == Some(1))
         .expect("a c=1 cell");
-    cell.output_tps.expect("output tok/s")
+    let flags = [
+        "--lengths".to_string(),
+        cell.cell.context_tokens.to_string(),
+        "--concurrency".into(),
+        "1".into(),
+        "--requests".into(),
+        r.plan.requests.expect("a request budget").to_string(),
+        "--output-tokens".into(),
+        r.plan.output_tokens.to_string(),
+    ];
+    (cell.output_tps.expect("output tok/s"), flags.to_vec())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,28 +151,17 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     }
 
     // The host's drift since calibration: its c=1 cell (same flags) measured again.
+    let (calibrated, mut flags) = c1_cell(&ctxbench::twin::calibrate::records_path(&out, "load"));
     let again = dir.path().join("c1-again.jsonl");
-    let again_s = again.display().to_string();
-    let flags = [
-        "--lengths",
-        "1024",
-        "--concurrency",
-        "1",
-        "--requests",
-        "16",
-        "--output-tokens",
-        "64",
-        "--out",
-        &again_s,
-    ];
+    flags.extend(["--out".to_string(), again.display().to_string()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     ctxbench::load::execute(load_args(&server.url, &flags))
         .await
         .expect("load runs");
-    let calibrated = c1_output_tps(&ctxbench::twin::calibrate::records_path(&out, "load"));
-    let drift = (c1_output_tps(&again) - calibrated).abs() / calibrated;
+    let (now, _) = c1_cell(&again);
+    let drift = (now - calibrated).abs() / calibrated;
     println!(
-        "host drift since calibration: c=1 tok/s {calibrated:.1} then {:.1} ({:.1} %)",
-        c1_output_tps(&again),
+        "host drift since calibration: c=1 tok/s {calibrated:.1} then {now:.1} ({:.1} %)",
         drift * 100.0
     );
     println!("whole test took {:.1} s", started.elapsed().as_secs_f64());

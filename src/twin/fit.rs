@@ -43,21 +43,22 @@ fn prefill(law: &TtftFit, what: &str) -> (Estimate, Estimate, Estimate) {
     (t0, p0, q)
 }
 
-/// d2 from the cells: a straight line through (b, gap − d1·Σcontext) over the batch sizes
-/// b = min(concurrency, max_running); its interval propagates each median's interval and d1's.
+/// A cell's decoding batch b = min(concurrency, max_running) and its step less attention,
+/// gap − d1·Σcontext: one point of the per-request law.
+fn batch_point(c: &CellSteps, max_running: u64, d1: &Estimate) -> (f64, f64) {
+    let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
+    (b, c.itl_p50_s - d1.value * b * c.decode_context() as f64)
+}
+
+/// d2 from the cells: a straight line through their `batch_point`s; its interval
+/// propagates each median's interval and d1's.
 fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(Estimate, Value)> {
     let pts: Vec<(f64, f64, f64, f64)> = cells
         .iter()
         .map(|c| {
-            let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
-            let ctx_sum = b * c.decode_context() as f64;
+            let (b, y) = batch_point(c, max_running, d1);
             let sigma = (c.itl_p50_ci95_s[1] - c.itl_p50_ci95_s[0]) / (2.0 * Z95);
-            (
-                b,
-                c.itl_p50_s - d1.value * ctx_sum,
-                sigma,
-                c.decode_context() as f64,
-            )
+            (b, y, sigma, c.decode_context() as f64)
         })
         .collect();
     if pts.is_empty() {
@@ -98,8 +99,8 @@ fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(
     Some((est, quality))
 }
 
-/// d2 with d0 = 0: Σ b·y / Σ b² over the points (b, step − d1·Σcontext) of the cells and
-/// (1, the sweep's batch-1 intercept).
+/// d2 with d0 = 0: Σ b·y / Σ b² over the cells' `batch_point`s and (1, the sweep's batch-1
+/// intercept).
 fn through_origin(
     intercept: f64,
     cells: &[CellSteps],
@@ -107,10 +108,7 @@ fn through_origin(
     d1: &Estimate,
 ) -> (f64, Option<[f64; 2]>) {
     let mut pts = vec![(1.0, intercept)];
-    pts.extend(cells.iter().map(|c| {
-        let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
-        (b, c.itl_p50_s - d1.value * b * c.decode_context() as f64)
-    }));
+    pts.extend(cells.iter().map(|c| batch_point(c, max_running, d1)));
     let sxy: f64 = pts.iter().map(|(b, y)| b * y).sum();
     let sxx: f64 = pts.iter().map(|(b, _)| b * b).sum();
     let slope = (sxy / sxx).max(0.0);
@@ -150,6 +148,7 @@ fn decode(
     });
     let h = (half_width(&intercept).powi(2) + half_width(&d2).powi(2)).sqrt();
     let raw = law.d_s - d2.value;
+    let raw_ci = (h > 0.0).then(|| interval(raw - h, raw + h)).flatten();
     let (d0, d2) = if raw < 0.0 {
         // The batch-1 step is cheaper than the cells' slope allows with d0 ≥ 0 (on a CPU,
         // llama.cpp's batch of one takes a matrix-vector path). Keeping that slope with d0
@@ -158,7 +157,7 @@ fn decode(
         let (fixed, ci) = through_origin(law.d_s, cells, max_running, &d1);
         let d0 = Estimate::new(
             0.0,
-            (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
+            raw_ci,
             format!(
                 "sweep decode step at batch 1: intercept − d2 = {raw:.3e} s, negative (the \
                  batch-1 step is cheaper than the cells' slope): fixed at 0 and d2 refitted \
@@ -179,7 +178,7 @@ fn decode(
     } else {
         let d0 = Estimate::new(
             raw,
-            (h > 0.0).then(|| interval(raw - h, raw + h)).flatten(),
+            raw_ci,
             "sweep decode step at batch 1: intercept − d2 (the step overhead folded in)",
         );
         (d0, d2)
