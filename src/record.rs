@@ -30,6 +30,8 @@ pub enum Record {
     Request(Box<crate::record::load::RequestRecord>),
     /// `ctxbench load`: one scrape of the server's `/metrics`.
     ServerMetrics(crate::record::load::ServerMetricsRecord),
+    /// `ctxbench load --telemetry-url`: one scrape of a GPU telemetry exporter.
+    GpuMetrics(crate::record::load::GpuMetricsRecord),
     /// `ctxbench load`: one finished cell (length × concurrency or rate).
     Cell(Box<crate::record::load::CellRecord>),
     /// `ctxbench load --find-knee`: one length's knee.

@@ -54,6 +54,10 @@ pub struct LoadPlan {
     /// `load --trace`: how the trace was replayed (mode `trace`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TracePlan>,
+    /// `--price-per-hour`: what the server under test costs, US dollars per hour, all its
+    /// accelerators included; cells turn it into dollars per million tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<f64>,
 }
 
 /// The hash of a load plan as run unsharded (64-bit FNV-1a of its canonical JSON), written
@@ -284,6 +288,68 @@ impl ServerReading {
     }
 }
 
+/// One scrape of a GPU telemetry exporter (`--telemetry-url`, DCGM's Prometheus text),
+/// or why it gave nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct GpuMetricsRecord {
+    #[serde(flatten)]
+    pub cell: CellKey,
+    /// The middle of the scrape (between sending it and the answer), since the cell's start.
+    pub t_s: f64,
+    /// The exporter's URL, credentials removed.
+    pub source: String,
+    /// One reading per GPU the exporter listed; empty when `error` says why.
+    #[serde(default)]
+    pub gpus: Vec<GpuReading>,
+    /// Why this scrape gave no reading: the exporter unreachable, an HTTP error, text
+    /// without any of the DCGM metrics read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardTag>,
+}
+
+/// One GPU in one telemetry scrape; a field is `None` when the exporter does not export it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct GpuReading {
+    /// The GPU's `gpu` label (its index), else its `UUID`, else its order in the text.
+    pub gpu: String,
+    /// `DCGM_FI_DEV_POWER_USAGE`, watts.
+    pub power_w: Option<f64>,
+    /// `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`, millijoules since the driver loaded.
+    pub energy_mj: Option<f64>,
+    /// `DCGM_FI_DEV_GPU_UTIL`, percent.
+    pub util_pct: Option<f64>,
+    /// `DCGM_FI_DEV_FB_USED`, MiB.
+    pub fb_used_mib: Option<f64>,
+}
+
+/// How a cell's GPU energy was found.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergySource {
+    /// The exporters' energy counters, their change over the steady window.
+    Counter,
+    /// Power integrated over the window (trapezoids between scrapes): the exporter exports
+    /// no energy counter, or its counter went backwards.
+    PowerIntegral,
+}
+
+/// What the GPU telemetry said over a cell's steady window (every exporter's GPUs together).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct GpuCell {
+    /// Telemetry scrapes in the cell (all exporters), and those that failed.
+    pub scrapes: u64,
+    pub failed_scrapes: u64,
+    /// GPUs seen.
+    pub gpus: u64,
+    /// Energy used by all GPUs over the steady window, joules.
+    pub energy_j: Option<f64>,
+    pub energy_source: Option<EnergySource>,
+    /// Largest framebuffer in use on any GPU, MiB.
+    pub fb_used_max_mib: Option<f64>,
+}
+
 /// What the server's metrics said over a cell.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 pub struct ServerCell {
@@ -334,6 +400,32 @@ pub struct CellRecord {
     pub goodput_fraction: Option<f64>,
     pub meets_target: bool,
     pub in_flight_mean: Option<f64>,
+    /// Output tokens per second of the window from requests that met every SLO (counted
+    /// as `output_tps` counts them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_output_tps: Option<f64>,
+    /// `--price-per-hour` over the window's output tokens: US dollars per million.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_mtok_output: Option<f64>,
+    /// `--price-per-hour` over the window's input (prompt) tokens: US dollars per million.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_mtok_input: Option<f64>,
+    /// `--price-per-hour` over the window's output tokens of requests that met every SLO:
+    /// US dollars per million good tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_mtok_goodput: Option<f64>,
+    /// GPU energy over the window ÷ output tokens in it, joules (`--telemetry-url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j_per_output_token: Option<f64>,
+    /// Mean over the window of the power of all GPUs together, watts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_power_w: Option<f64>,
+    /// Mean over the window and the GPUs of their utilisation, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_util_pct: Option<f64>,
+    /// The GPU telemetry behind the three fields above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuCell>,
     pub server: Option<ServerCell>,
     #[serde(default)]
     pub notes: Vec<String>,

@@ -33,6 +33,7 @@ pub struct LoadRecords {
     pub plan: Option<crate::record::load::LoadPlan>,
     pub requests: Vec<crate::record::load::RequestRecord>,
     pub server_metrics: Vec<crate::record::load::ServerMetricsRecord>,
+    pub gpu_metrics: Vec<crate::record::load::GpuMetricsRecord>,
     pub cells: Vec<crate::record::load::CellRecord>,
     pub knees: Vec<crate::record::load::KneeRecord>,
 }
@@ -64,7 +65,8 @@ pub enum ResultFileError {
     },
     #[error(
         "{file}: line {line}: unknown record type `{type_name}` (this ctxbench knows run, \
-         sample, error, summary, load_plan, request, server_metrics, cell and knee; is the file from a newer version?)"
+         sample, error, summary, load_plan, request, server_metrics, gpu_metrics, cell and \
+         knee; is the file from a newer version?)"
     )]
     UnknownType {
         file: String,
@@ -185,6 +187,7 @@ pub fn parse_bytes(bytes: &[u8], file: &str) -> Result<ResultFile, ResultFileErr
             Record::LoadPlan(p) => out.load.plan = Some(p),
             Record::Request(r) => out.load.requests.push(*r),
             Record::ServerMetrics(m) => out.load.server_metrics.push(m),
+            Record::GpuMetrics(m) => out.load.gpu_metrics.push(m),
             Record::Cell(c) => out.load.cells.push(*c),
             Record::Knee(k) => out.load.knees.push(k),
         }
@@ -204,6 +207,7 @@ fn type_name(r: &Record) -> &'static str {
         Record::LoadPlan(_) => "load_plan",
         Record::Request(_) => "request",
         Record::ServerMetrics(_) => "server_metrics",
+        Record::GpuMetrics(_) => "gpu_metrics",
         Record::Cell(_) => "cell",
         Record::Knee(_) => "knee",
     }

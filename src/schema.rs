@@ -27,6 +27,9 @@ pub enum RecordKind {
     /// `load`: one scrape of the server's metrics.
     #[value(name = "server_metrics", alias = "server-metrics")]
     ServerMetrics,
+    /// `load --telemetry-url`: one scrape of a GPU telemetry exporter.
+    #[value(name = "gpu_metrics", alias = "gpu-metrics")]
+    GpuMetrics,
     /// `load`: one finished cell.
     Cell,
     /// `load --find-knee`: one length's knee.
@@ -42,6 +45,7 @@ impl RecordKind {
         RecordKind::LoadPlan,
         RecordKind::Request,
         RecordKind::ServerMetrics,
+        RecordKind::GpuMetrics,
         RecordKind::Cell,
         RecordKind::Knee,
     ];
@@ -56,6 +60,7 @@ impl RecordKind {
             Record::LoadPlan(_) => RecordKind::LoadPlan,
             Record::Request(_) => RecordKind::Request,
             Record::ServerMetrics(_) => RecordKind::ServerMetrics,
+            Record::GpuMetrics(_) => RecordKind::GpuMetrics,
             Record::Cell(_) => RecordKind::Cell,
             Record::Knee(_) => RecordKind::Knee,
         }
@@ -71,6 +76,7 @@ impl RecordKind {
             RecordKind::LoadPlan => "load_plan",
             RecordKind::Request => "request",
             RecordKind::ServerMetrics => "server_metrics",
+            RecordKind::GpuMetrics => "gpu_metrics",
             RecordKind::Cell => "cell",
             RecordKind::Knee => "knee",
         }

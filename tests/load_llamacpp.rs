@@ -44,6 +44,11 @@ async fn four_slots_four_concurrent_requests_at_two_lengths() {
         assert_eq!((c.sent, c.ok, c.failed), (4, 4, 0), "{c:?}");
         let n = file.load.requests_in(&c.cell).count();
         assert_eq!(n, 4, "every request is in the file");
+        // Every cell warmed its workers' connections and a spare, the first one too: the
+        // warm-up stream's connection, which llama-server closes without saying so, is not
+        // the end of the warming (issue 37 §3).
+        let warmed = 4 + ctxbench::load::spare_connections(4) as u64;
+        assert_eq!(c.warm_connections, Some(warmed), "{c:?}");
     }
     for q in &r.requests {
         let t = q.server_timings.as_ref().expect("llama-server timings");

@@ -135,3 +135,57 @@ async fn a_closed_loop_cell_opens_its_connections_before_its_first_request() {
     let f = ctxbench::resultfile::read(&out).unwrap();
     assert_eq!(f.load.cells[0].warm_connections, Some(warmed));
 }
+
+/// A server that, like llama-server after a stream, closes a kept-alive connection without
+/// saying so: its first connection answers one request, then closes on the next one
+/// unanswered (the worst case of the race between its close and the client's reuse).
+async fn closes_after_first_answer() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut conn, _)) = listener.accept().await {
+            conn.set_nodelay(true).unwrap();
+            let answers = if std::mem::take(&mut first) {
+                1
+            } else {
+                usize::MAX
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut answered = 0;
+                // One read per request: the client sends each GET whole and waits.
+                while let Ok(n) = conn.read(&mut buf).await {
+                    if n == 0 || answered == answers {
+                        break;
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if conn.write_all(ok).await.is_err() {
+                        break;
+                    }
+                    answered += 1;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Issue 37 §3: "warming the cell's connections failed … it runs cold" on the first cell
+/// against a fresh llama-server was its warm-up stream's connection, closed by the server
+/// but still pooled: a GET sent on it failed and the failure ended the warming. Now that GET
+/// is sent again on a new connection and every connection is warmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_the_server_closed_does_not_end_the_warming() {
+    let url = closes_after_first_answer().await;
+    let http = ctxbench::backend::http::Http::new(&url, None).unwrap();
+    let timeout = std::time::Duration::from_secs(10);
+    let (status, _) = http
+        .call(reqwest::Method::GET, "/health", None, timeout)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    // The first connection is pooled; the server will close it on its next request.
+    let warmed = http.warm(4, timeout).await.expect("warming goes on");
+    assert_eq!(warmed, 4);
+}

@@ -29,6 +29,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_ctxbench");
 const V1_FILES: &[&str] = &[
     "tests/fixtures/results/v1-sweep.jsonl",
     "tests/fixtures/results/v1-load.jsonl",
+    // `load --price-per-hour 2.5 --telemetry-url` (a fake DCGM exporter): gpu_metrics
+    // records, cells with dollars and joules per token.
+    "tests/fixtures/results/v1-load-cost.jsonl",
     "fuzz/seeds/resultfile/small.jsonl",
 ];
 

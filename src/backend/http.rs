@@ -209,8 +209,16 @@ impl Http {
     /// the connections counted are those that answered or were made, once their connects
     /// have ended; a pass is repeated while fewer than `n`. Returns how many of the `n` are
     /// open.
+    ///
+    /// A GET that fails does not end the warming: the pool may hold a connection the server
+    /// closed after its last answer without saying so (llama-server closes a finished
+    /// stream's connection; the warm-up request's, just before a cell, is still pooled when
+    /// its close has not been read yet), and a GET sent on it fails with "connection closed
+    /// before message completed"; the next pass opens a new one. Only when no connection
+    /// could be opened at all is the last error returned.
     pub async fn warm(&self, n: usize, timeout: Duration) -> Result<usize, RequestError> {
         let mut open = std::collections::HashSet::new();
+        let mut failed = None;
         for _ in 0..WARM_PASSES {
             let gets = (0..n).map(|_| async {
                 let resp = self
@@ -229,7 +237,10 @@ impl Http {
                 .await
                 .map_err(|_| RequestError::Timeout(timeout.as_secs_f64()))?;
             for a in answered {
-                open.extend(a?);
+                match a {
+                    Ok(local) => open.extend(local),
+                    Err(e) => failed = Some(e),
+                }
             }
             // Let the connects this pass began in the background end in the pool before
             // they are counted or the cell's clock starts.
@@ -242,7 +253,10 @@ impl Http {
                 break;
             }
         }
-        Ok(open.len().min(n))
+        match failed {
+            Some(e) if open.is_empty() => Err(e),
+            _ => Ok(open.len().min(n)),
+        }
     }
 
     /// POST JSON and read the response as a stream of SSE items, timestamped on arrival.

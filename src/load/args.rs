@@ -21,6 +21,12 @@ Definitions (ctxbench load):
                 timeouts count as misses; a cell meets the target when the fraction of
                 its requests meeting the SLOs is >= --goodput-target
   percentiles   p50/p90/p99 from HDR histograms (3 significant digits)
+  usd_per_mtok_output  --price-per-hour x window / 3600 / output tokens in the window x 1e6
+                (input: over the window's prompt tokens; goodput: over the output tokens
+                of requests that met every SLO)
+  energy_j_per_output_token  GPU energy over the window (the exporters' energy counters'
+                change, or power integrated where no counter is exported) / output
+                tokens in the window; gpu_power_w: mean power of all GPUs together
 Names elsewhere: vLLM bench serve TPOT = our TPOT, its ITL = our ITL; AIPerf and
 GuideLLM \"inter token latency\" = our TPOT; GuideLLM \"time per output token\" divides
 (last - first token) by all output tokens, not output - 1.
@@ -124,6 +130,17 @@ pub struct LoadArgs {
     /// Fraction of a cell's requests that must meet --slo for the cell to pass.
     #[arg(long, default_value_t = 0.95)]
     pub goodput_target: f64,
+    /// Price of the server under test, US dollars per hour, all its GPUs included: cells
+    /// gain dollars per million output, input and goodput tokens (see the definitions below).
+    /// Example: --price-per-hour 2.5
+    #[arg(long, value_name = "USD")]
+    pub price_per_hour: Option<f64>,
+    /// A GPU telemetry exporter to scrape during each cell beside the server's /metrics
+    /// (DCGM exporter's Prometheus text: power, energy counter, utilisation, memory); cells
+    /// gain joules per output token. Repeat for several nodes.
+    /// Example: --telemetry-url http://gpu-node:9400/metrics
+    #[arg(long, value_name = "URL")]
+    pub telemetry_url: Vec<String>,
     /// Per-request deadline, seconds.
     #[arg(long, default_value_t = 600.0)]
     pub timeout: f64,

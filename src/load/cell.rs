@@ -4,7 +4,9 @@
 
 use super::slo;
 use super::telemetry;
-use crate::record::load::{CellKey, CellRecord, RequestRecord, ServerMetricsRecord, Slo};
+use crate::record::load::{
+    CellKey, CellRecord, GpuMetricsRecord, LoadPlan, RequestRecord, ServerMetricsRecord, Slo,
+};
 use crate::run::hist::LatencyHist;
 use std::collections::BTreeMap;
 
@@ -53,8 +55,40 @@ pub fn window(requests: &[&RequestRecord], target_in_flight: Option<u32>) -> Opt
     }
 }
 
+/// A successful request's output tokens inside the window `[a, b]`: its first where the
+/// first arrived in it, those after spread evenly over its decode span.
+pub fn window_tokens(r: &RequestRecord, a: f64, b: f64) -> Option<f64> {
+    let (ttft, out) = (r.ttft_s?, r.output_tokens?);
+    let end = ended(r);
+    let inside = |t: f64| t >= a && t <= b;
+    let first = r.sent_s + ttft;
+    let mut tokens = if inside(first) { 1.0 } else { 0.0 };
+    let decode = out.saturating_sub(1) as f64;
+    let span = end - first;
+    if decode > 0.0 && span > 0.0 {
+        tokens += decode * (end.min(b) - first.max(a)).max(0.0) / span;
+    } else if decode > 0.0 && inside(end) {
+        tokens += decode;
+    }
+    Some(tokens)
+}
+
 fn ended(r: &RequestRecord) -> f64 {
     r.ended_s.unwrap_or(r.sent_s)
+}
+
+/// Summarise one cell under `plan`: [`summarise`], then its price and energy per token
+/// from `gpu`, its telemetry records ([`super::cost::apply`]).
+pub fn summarise_plan(
+    key: CellKey,
+    requests: &[&RequestRecord],
+    scrapes: &[&ServerMetricsRecord],
+    gpu: &[&GpuMetricsRecord],
+    plan: &LoadPlan,
+) -> CellRecord {
+    let mut c = summarise(key, requests, scrapes, &plan.slo, plan.goodput_target);
+    super::cost::apply(&mut c, gpu, plan);
+    c
 }
 
 /// Summarise one cell.
@@ -128,37 +162,34 @@ pub fn summarise(
         let w = c.window_s;
         let inside = |t: f64| t >= a && t <= b;
         let (mut out_tokens, mut in_tokens, mut done, mut good) = (0.0, 0.0, 0.0, 0.0);
+        let mut good_tokens = 0.0;
         let mut busy = 0.0;
         for r in requests {
             let end = ended(r);
             busy += (end.min(b) - r.sent_s.max(a)).max(0.0);
+            let met = slo::met(slo, r);
             if inside(end) {
                 done += 1.0;
-                if slo::met(slo, r) {
+                if met {
                     good += 1.0;
                 }
             }
-            let (Some(ttft), Some(out)) = (r.ttft_s, r.output_tokens) else {
-                continue;
-            };
             if !r.ok {
                 continue;
             }
-            let first = r.sent_s + ttft;
-            if inside(first) {
+            let Some(tokens) = window_tokens(r, a, b) else {
+                continue;
+            };
+            if inside(r.sent_s + r.ttft_s.unwrap_or(0.0)) {
                 in_tokens += r.prompt_tokens.unwrap_or(r.cell.context_tokens) as f64;
-                out_tokens += 1.0;
             }
-            // Tokens after the first are spread evenly over the decode span.
-            let decode = out.saturating_sub(1) as f64;
-            let span = end - first;
-            if decode > 0.0 && span > 0.0 {
-                out_tokens += decode * (end.min(b) - first.max(a)).max(0.0) / span;
-            } else if decode > 0.0 && inside(end) {
-                out_tokens += decode;
+            out_tokens += tokens;
+            if met {
+                good_tokens += tokens;
             }
         }
         c.output_tps = Some(out_tokens / w);
+        c.goodput_output_tps = Some(good_tokens / w);
         c.input_tps = Some(in_tokens / w);
         c.requests_per_s = Some(done / w);
         c.goodput_rps = Some(good / w);

@@ -21,6 +21,15 @@ const METRICS: &[(&str, Pick)] = &[
     ("goodput_rps", |c| c.goodput_rps),
 ];
 
+/// Compared where either file has them (`--price-per-hour`, `--telemetry-url`).
+const COST_METRICS: &[(&str, Pick)] = &[
+    ("usd_per_mtok_output", |c| c.usd_per_mtok_output),
+    ("usd_per_mtok_input", |c| c.usd_per_mtok_input),
+    ("usd_per_mtok_goodput", |c| c.usd_per_mtok_goodput),
+    ("energy_j_per_output_token", |c| c.energy_j_per_output_token),
+    ("gpu_power_w", |c| c.gpu_power_w),
+];
+
 /// One row per common cell and metric: (context, load, metric, A, B, B/A).
 pub fn rows(a: &LoadResult, b: &LoadResult) -> Vec<[String; 6]> {
     let mut out = Vec::new();
@@ -28,7 +37,10 @@ pub fn rows(a: &LoadResult, b: &LoadResult) -> Vec<[String; 6]> {
         let Some(cb) = b.cells.iter().find(|c| c.cell.same(&ca.cell)) else {
             continue;
         };
-        for (name, f) in METRICS {
+        let optional = COST_METRICS
+            .iter()
+            .filter(|(_, f)| f(ca).is_some() || f(cb).is_some());
+        for (name, f) in METRICS.iter().chain(optional) {
             let (va, vb) = (f(ca), f(cb));
             let v = |x: Option<f64>| x.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into());
             let ratio = match (va, vb) {
@@ -104,12 +116,12 @@ pub fn render(
         }
         Format::Table => {
             let mut s = format!(
-                "{:>8} {:>8} {:>12} {:>14} {:>14} {:>7}\n",
+                "{:>8} {:>8} {:>25} {:>14} {:>14} {:>7}\n",
                 head[0], head[1], head[2], "A", "B", head[5]
             );
             for r in &rows {
                 s.push_str(&format!(
-                    "{:>8} {:>8} {:>12} {:>14} {:>14} {:>7}\n",
+                    "{:>8} {:>8} {:>25} {:>14} {:>14} {:>7}\n",
                     r[0], r[1], r[2], r[3], r[4], r[5]
                 ));
             }

@@ -4,7 +4,7 @@
 
 use super::request::{Shot, Tail};
 use super::setup::{Heads, Output};
-use super::{LoadResult, cell, clock, knee, render, telemetry};
+use super::{LoadResult, cell, clock, gpu, knee, render, telemetry};
 use crate::backend::{Backend, http::Http};
 use crate::record::Record;
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
@@ -30,6 +30,8 @@ pub(crate) struct Ctx {
     pub(crate) heads: Arc<Heads>,
     pub(crate) plan: LoadPlan,
     pub(crate) metrics: bool,
+    /// `--telemetry-url` exporters, each scraped during every cell.
+    pub(crate) telemetry: Vec<Http>,
     pub(crate) deadline: Duration,
     pub(crate) done: Vec<CellRecord>,
     pub(crate) out: LoadResult,
@@ -56,6 +58,7 @@ impl Ctx {
             heads,
             plan: plan.clone(),
             metrics: false,
+            telemetry: Vec::new(),
             deadline,
             done: output.done,
             out: LoadResult {
@@ -65,6 +68,7 @@ impl Ctx {
                 knees: Vec::new(),
                 requests: output.requests,
                 server_metrics: output.server_metrics,
+                gpu_metrics: output.gpu_metrics,
             },
             shard: None,
             gate: None,
@@ -259,11 +263,28 @@ where
             stop_rx,
         ))
     });
+    let gpu_scrapers: Vec<_> = ctx
+        .telemetry
+        .iter()
+        .map(|http| {
+            tokio::spawn(gpu::scrape_cell(
+                http.clone(),
+                key,
+                tag,
+                start,
+                tx.clone(),
+                stop_tx.subscribe(),
+            ))
+        })
+        .collect();
     let runner = tokio::spawn(run::run(load, budget, start, in_flight, send, tx));
     let drive = async move {
         let r = runner.await;
         let _ = stop_tx.send(true);
         if let Some(s) = scraper {
+            let _ = s.await;
+        }
+        for s in gpu_scrapers {
             let _ = s.await;
         }
         r
@@ -273,10 +294,12 @@ where
     let gathered = gathered?;
     let mut requests = Vec::new();
     let mut scrapes = Vec::new();
+    let mut gpu = Vec::new();
     for r in gathered.records {
         match r {
             Record::Request(q) => requests.push(*q),
             Record::ServerMetrics(m) => scrapes.push(m),
+            Record::GpuMetrics(m) => gpu.push(m),
             _ => {}
         }
     }
@@ -286,12 +309,12 @@ where
         concurrency: workers.or(key.concurrency),
         ..key
     };
-    let mut cell = cell::summarise(
+    let mut cell = cell::summarise_plan(
         target,
         &requests.iter().collect::<Vec<_>>(),
         &scrapes.iter().collect::<Vec<_>>(),
-        &ctx.plan.slo,
-        ctx.plan.goodput_target,
+        &gpu.iter().collect::<Vec<_>>(),
+        &ctx.plan,
     );
     cell.cell = key;
     cell.shard = tag;
@@ -307,6 +330,7 @@ where
     ctx.out.cells.push(cell.clone());
     ctx.out.requests.extend(requests);
     ctx.out.server_metrics.extend(scrapes);
+    ctx.out.gpu_metrics.extend(gpu);
     Ok(cell)
 }
 

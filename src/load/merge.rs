@@ -37,6 +37,7 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
         knees: first.load.knees.clone(),
         requests: Vec::new(),
         server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
     };
     let mut keys: Vec<CellKey> = Vec::new();
     for (name, f) in files {
@@ -62,6 +63,13 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
         out.server_metrics.extend(
             f.load
                 .server_metrics
+                .iter()
+                .filter(|m| complete(&m.cell))
+                .cloned(),
+        );
+        out.gpu_metrics.extend(
+            f.load
+                .gpu_metrics
                 .iter()
                 .filter(|m| complete(&m.cell))
                 .cloned(),
@@ -151,7 +159,8 @@ fn summarise_as(r: &LoadResult, k: CellKey, target: CellKey) -> (Vec<&RequestRec
         .iter()
         .filter(|m| m.cell.same(&k))
         .collect();
-    let mut c = cell::summarise(target, &reqs, &scrapes, &r.plan.slo, r.plan.goodput_target);
+    let gpu: Vec<_> = r.gpu_metrics.iter().filter(|m| m.cell.same(&k)).collect();
+    let mut c = cell::summarise_plan(target, &reqs, &scrapes, &gpu, &r.plan);
     c.cell = k;
     (reqs, c)
 }

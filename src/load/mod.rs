@@ -5,7 +5,10 @@ pub mod args;
 pub mod cell;
 pub mod clock;
 pub mod compare;
+pub mod cost;
+pub mod energy;
 pub mod exec;
+pub mod gpu;
 pub mod knee;
 pub mod merge;
 pub mod plan;
@@ -24,7 +27,9 @@ use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::load::args::LoadArgs;
 use crate::record::RunRecord;
-use crate::record::load::{CellRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord};
+use crate::record::load::{
+    CellRecord, GpuMetricsRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
+};
 use crate::run::target::{Connection, connect};
 use crate::workload::NonceSource;
 use exec::Ctx;
@@ -41,6 +46,8 @@ pub struct LoadResult {
     pub knees: Vec<KneeRecord>,
     pub requests: Vec<RequestRecord>,
     pub server_metrics: Vec<ServerMetricsRecord>,
+    /// `--telemetry-url` scrapes.
+    pub gpu_metrics: Vec<GpuMetricsRecord>,
 }
 
 impl LoadResult {
@@ -82,6 +89,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         return replay::execute(args).await;
     }
     let (arrivals, mut lplan, shard) = plan::plan(&args)?;
+    let exporters = gpu::exporters(&args.telemetry_url)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     // `_sim`: the built-in simulator, kept alive for the whole run.
     let Connection {
@@ -135,8 +143,10 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let heads = Arc::new(Heads::new(prompts.id_vocabulary().cloned(), nonce));
     let backend: Arc<dyn Backend> = Arc::from(conn.backend);
     let deadline = Duration::from_secs_f64(args.timeout);
+    gpu::announce(&exporters).await;
     let mut ctx = Ctx {
         metrics,
+        telemetry: exporters,
         shard,
         gate,
         ..Ctx::new(output, &lplan, backend, conn.http.clone(), heads, deadline)

@@ -140,6 +140,7 @@ pub fn plan(args: &LoadArgs) -> anyhow::Result<(ArrivalPlan, LoadPlan, Option<Sh
         shard: None,
         start: None,
         trace: None,
+        price_per_hour: super::cost::price(args)?,
     };
     let arrivals = ArrivalPlan {
         shape,

@@ -37,13 +37,50 @@ fn with_spec(cells: &[CellRecord]) -> bool {
     cells.iter().any(|c| c.accept_length_median.is_some())
 }
 
-fn columns(spec: bool) -> Vec<&'static str> {
+/// Columns shown only where some cell has the figures: speculative decoding's acceptance,
+/// the price per token (`--price-per-hour`), GPU energy (`--telemetry-url`).
+#[derive(Clone, Copy)]
+struct Extra {
+    spec: bool,
+    cost: bool,
+    energy: bool,
+}
+
+impl Extra {
+    fn of(cells: &[CellRecord]) -> Extra {
+        Extra {
+            spec: with_spec(cells),
+            cost: cells.iter().any(|c| c.usd_per_mtok_output.is_some()),
+            energy: cells
+                .iter()
+                .any(|c| c.energy_j_per_output_token.is_some() || c.gpu_power_w.is_some()),
+        }
+    }
+}
+
+fn columns(x: Extra) -> Vec<&'static str> {
     let mut cols = COLUMNS.to_vec();
-    if spec {
+    if x.spec {
         cols.push("accept_len");
         cols.push("steps/s");
     }
+    if x.cost {
+        cols.extend(["usd/Mtok_out", "usd/Mtok_in", "usd/Mtok_good"]);
+    }
+    if x.energy {
+        cols.extend(["J/out_tok", "gpu_W", "gpu_util%"]);
+    }
     cols
+}
+
+/// Dollars with three significant digits (a cheap token costs well under a cent).
+fn usd(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 1.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.3}"),
+        None => "-".into(),
+    }
 }
 
 /// The median accept length, `~` before a proxy figure (as in the sweep's table).
@@ -56,12 +93,22 @@ fn accept(c: &CellRecord) -> String {
 }
 
 fn rows(cells: &[CellRecord]) -> impl Iterator<Item = Vec<String>> {
-    let spec = with_spec(cells);
+    let x = Extra::of(cells);
     cells.iter().map(move |c| {
         let mut r = row(c);
-        if spec {
+        if x.spec {
             r.push(accept(c));
             r.push(num(c.verify_steps_per_s, 1));
+        }
+        if x.cost {
+            r.push(usd(c.usd_per_mtok_output));
+            r.push(usd(c.usd_per_mtok_input));
+            r.push(usd(c.usd_per_mtok_goodput));
+        }
+        if x.energy {
+            r.push(num(c.energy_j_per_output_token, 3));
+            r.push(num(c.gpu_power_w, 0));
+            r.push(num(c.gpu_util_pct, 0));
         }
         r
     })
@@ -127,7 +174,7 @@ pub fn render(
             )
         }
         Format::Csv => {
-            let mut s = columns(with_spec(cells)).join(",") + "\n";
+            let mut s = columns(Extra::of(cells)).join(",") + "\n";
             for r in rows(cells) {
                 s.push_str(&r.join(","));
                 s.push('\n');
@@ -135,7 +182,7 @@ pub fn render(
             s
         }
         Format::Markdown => {
-            let mut s = md(&columns(with_spec(cells)), rows(cells));
+            let mut s = md(&columns(Extra::of(cells)), rows(cells));
             if !knees.is_empty() {
                 s.push('\n');
                 s.push_str(&md(KNEE_COLUMNS, knees.iter().map(knee_row)));
@@ -144,7 +191,7 @@ pub fn render(
             s
         }
         Format::Table => {
-            let mut s = table(&columns(with_spec(cells)), rows(cells).collect());
+            let mut s = table(&columns(Extra::of(cells)), rows(cells).collect());
             if !knees.is_empty() {
                 s.push('\n');
                 s.push_str(&table(KNEE_COLUMNS, knees.iter().map(knee_row).collect()));
@@ -224,8 +271,19 @@ fn table(cols: &[&str], rows: Vec<Vec<String>>) -> String {
 
 /// One line per finished cell, on stderr.
 pub fn progress_line(c: &CellRecord) -> String {
+    let mut extra = String::new();
+    if c.usd_per_mtok_output.is_some() {
+        extra.push_str(&format!(
+            ", ${} per M out tok (${} per M good)",
+            usd(c.usd_per_mtok_output),
+            usd(c.usd_per_mtok_goodput)
+        ));
+    }
+    if let Some(j) = c.energy_j_per_output_token {
+        extra.push_str(&format!(", {j:.3} J/out tok"));
+    }
     format!(
-        "{:>6} {:>8}: {}/{} ok, TTFT p50 {} ms p99 {} ms, TPOT p50 {} ms, {} out tok/s, goodput {}%{}",
+        "{:>6} {:>8}: {}/{} ok, TTFT p50 {} ms p99 {} ms, TPOT p50 {} ms, {} out tok/s, goodput {}%{}{extra}",
         format_count(c.cell.context_tokens),
         c.cell.load_label(),
         c.ok,
@@ -400,12 +458,93 @@ fn timeline_charts(r: &LoadResult) -> Vec<Chart> {
     charts
 }
 
+/// Per cell with GPU telemetry: each GPU's power (W) and utilisation (%) over time, beside
+/// the server's timeline.
+fn gpu_charts(r: &LoadResult) -> Vec<Chart> {
+    let mut charts = Vec::new();
+    for c in &r.cells {
+        let scrapes: Vec<_> = r
+            .gpu_metrics
+            .iter()
+            .filter(|m| m.cell.same(&c.cell))
+            .collect();
+        if scrapes.iter().all(|m| m.gpus.is_empty()) {
+            continue;
+        }
+        let mut gpus: Vec<(&str, &str)> = scrapes
+            .iter()
+            .flat_map(|m| m.gpus.iter().map(|g| (m.source.as_str(), g.gpu.as_str())))
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        let sources = gpus
+            .iter()
+            .map(|g| g.0)
+            .collect::<std::collections::BTreeSet<_>>();
+        let label = |(src, gpu): (&str, &str)| {
+            if sources.len() > 1 {
+                format!("{src} GPU {gpu}")
+            } else {
+                format!("GPU {gpu}")
+            }
+        };
+        let title = format!(
+            "{} {}",
+            format_count(c.cell.context_tokens),
+            c.cell.load_label()
+        );
+        let id = format!("gpu-{}-{}", c.cell.context_tokens, c.cell.load_label());
+        let mut power = chart(
+            &format!("{id}-power"),
+            &format!("{title}: GPU power (W)"),
+            "time (s)",
+            "W",
+            Unit::Seconds,
+            Unit::Count,
+        );
+        let mut util = chart(
+            &format!("{id}-util"),
+            &format!("{title}: GPU utilisation (%)"),
+            "time (s)",
+            "%",
+            Unit::Seconds,
+            Unit::Count,
+        );
+        for (i, &g) in gpus.iter().enumerate() {
+            let series = |f: fn(&crate::record::load::GpuReading) -> Option<f64>| Series {
+                key: format!("gpu{i}"),
+                label: label(g),
+                color: i,
+                points: scrapes
+                    .iter()
+                    .filter(|m| m.source == g.0)
+                    .filter_map(|m| {
+                        let v = m.gpus.iter().find(|x| x.gpu == g.1).and_then(f)?;
+                        Some(Point {
+                            x: m.t_s,
+                            y: v,
+                            spread: None,
+                            tip: format!("{} {v}", label(g)),
+                        })
+                    })
+                    .collect(),
+            };
+            power.series.push(series(|x| x.power_w));
+            util.series.push(series(|x| x.util_pct));
+        }
+        charts.push(power);
+        charts.push(util);
+    }
+    charts
+}
+
 /// The HTML report: latency and goodput against load per length, the Pareto curve, the
 /// knee table, a trace replay's section, and the server's timeline beside the client's
 /// in-flight count; each only where the run's plan has it.
 pub fn html(r: &LoadResult) -> String {
     let mut charts = load_charts(r);
     charts.extend(timeline_charts(r));
+    charts.extend(gpu_charts(r));
     let mut body = String::new();
     body.push_str(&format!(
         "<h1>ctxbench load</h1><p>{} · model {} · plan {} · SLO {} · goodput target {}</p>",
@@ -415,7 +554,7 @@ pub fn html(r: &LoadResult) -> String {
         escape(&super::slo::DisplaySlo(&r.plan.slo).to_string()),
         r.plan.goodput_target
     ));
-    body.push_str(&html_table(&columns(with_spec(&r.cells)), rows(&r.cells)));
+    body.push_str(&html_table(&columns(Extra::of(&r.cells)), rows(&r.cells)));
     if !r.knees.is_empty() {
         body.push_str("<h2>Knee</h2>");
         body.push_str(&html_table(KNEE_COLUMNS, r.knees.iter().map(knee_row)));

@@ -220,6 +220,7 @@ pub(crate) fn load_plan(
         trace: Some(trace_plan),
         shard: None,
         start: None,
+        price_per_hour: super::cost::price(args)?,
     })
 }
 
@@ -306,6 +307,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         done: Vec::new(),
         requests: Vec::new(),
         server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
         ..setup::open_output(&args, run, &plan)?
     };
     let metrics = telemetry::available(&conn.http).await;
@@ -314,8 +316,11 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     warm_up(backend.as_ref(), &heads, args.timeout).await;
     let deadline = Duration::from_secs_f64(args.timeout);
     let http = conn.http.clone();
+    let exporters = super::gpu::exporters(&args.telemetry_url)?;
+    super::gpu::announce(&exporters).await;
     let mut ctx = Ctx {
         metrics,
+        telemetry: exporters,
         shard,
         gate,
         ..Ctx::new(output, &plan, backend.clone(), http, heads, deadline)

@@ -8,7 +8,7 @@ use crate::backend::shared::SharedTail;
 use crate::backend::{self, Backend, Prompt, http::Http, http::strip_credentials};
 use crate::load::args::LoadArgs;
 use crate::record::load::{
-    CellKey, CellRecord, LoadPlan, RequestRecord, ServerMetricsRecord, ShardTag,
+    CellKey, CellRecord, GpuMetricsRecord, LoadPlan, RequestRecord, ServerMetricsRecord, ShardTag,
 };
 use crate::record::{Record, RunConfig, RunRecord, Target};
 use crate::run::shard::{self, Shard};
@@ -193,6 +193,7 @@ pub(crate) struct Output {
     pub(crate) done: Vec<CellRecord>,
     pub(crate) requests: Vec<RequestRecord>,
     pub(crate) server_metrics: Vec<ServerMetricsRecord>,
+    pub(crate) gpu_metrics: Vec<GpuMetricsRecord>,
 }
 
 impl Output {
@@ -203,6 +204,7 @@ impl Output {
             done: Vec::new(),
             requests: Vec::new(),
             server_metrics: Vec::new(),
+            gpu_metrics: Vec::new(),
         }
     }
 }
@@ -249,6 +251,12 @@ pub(crate) fn open_output(
                 .into_iter()
                 .filter(|m| keep(&m.cell))
                 .collect();
+            let gpu: Vec<GpuMetricsRecord> = f
+                .load
+                .gpu_metrics
+                .into_iter()
+                .filter(|m| keep(&m.cell))
+                .collect();
             // Rewrite with complete cells only: a half-run cell runs again from scratch.
             let mut text = String::new();
             text.push_str(&Record::Run(old_run.clone()).to_line());
@@ -259,6 +267,9 @@ pub(crate) fn open_output(
                 }
                 for m in metrics.iter().filter(|m| m.cell.same(&c.cell)) {
                     text.push_str(&Record::ServerMetrics(m.clone()).to_line());
+                }
+                for m in gpu.iter().filter(|m| m.cell.same(&c.cell)) {
+                    text.push_str(&Record::GpuMetrics(m.clone()).to_line());
                 }
                 text.push_str(&Record::Cell(Box::new(c.clone())).to_line());
             }
@@ -275,6 +286,7 @@ pub(crate) fn open_output(
                 done: cells,
                 requests,
                 server_metrics: metrics,
+                gpu_metrics: gpu,
             })
         }
         Some(path) => {

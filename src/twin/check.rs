@@ -111,6 +111,7 @@ fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<
         knees: Vec::new(),
         requests: Vec::new(),
         server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
         run: m.run.clone(),
         plan: m.plan.clone(),
     };

@@ -23,3 +23,4 @@ pub mod profile;
 pub mod render;
 pub mod serve;
 pub mod whatif;
+pub mod whatif_cost;

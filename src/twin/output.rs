@@ -42,6 +42,7 @@ pub fn result(twin: &Twin, args: &LoadArgs, plan: &LoadPlan, lengths: Vec<u64>) 
         knees: Vec::new(),
         requests: Vec::new(),
         server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
     }
 }
 
@@ -49,7 +50,7 @@ pub fn result(twin: &Twin, args: &LoadArgs, plan: &LoadPlan, lengths: Vec<u64>) 
 pub fn summarise(twin: &Twin, plan: &LoadPlan, key: CellKey, p: &Predicted) -> CellRecord {
     let requests: Vec<_> = p.requests.iter().collect();
     let scrapes: Vec<_> = p.scrapes.iter().collect();
-    let mut c = cell::summarise(key, &requests, &scrapes, &plan.slo, plan.goodput_target);
+    let mut c = cell::summarise_plan(key, &requests, &scrapes, &[], plan);
     // Exact, where a once-a-second scrape could miss the peak.
     if let Some(s) = c.server.as_mut() {
         s.running_max = Some(p.running_max as f64);

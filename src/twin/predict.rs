@@ -36,6 +36,11 @@ pub fn refuse_live_flags(args: &LoadArgs) -> anyhow::Result<()> {
             "--start-at",
             "virtual time starts at 0",
         ),
+        (
+            !args.telemetry_url.is_empty(),
+            "--telemetry-url",
+            "a prediction draws no power",
+        ),
     ];
     for (given, flag, why) in refused {
         if given {

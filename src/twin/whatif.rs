@@ -248,7 +248,7 @@ pub fn render(outcomes: &[Outcome]) -> String {
     };
     let _ = writeln!(
         s,
-        "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  SLO",
+        "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}  SLO",
         "configuration",
         "length",
         "load",
@@ -257,7 +257,8 @@ pub fn render(outcomes: &[Outcome]) -> String {
         "TPOT p50",
         "tok/s",
         "goodput",
-        "good %"
+        "good %",
+        "$/Mtok"
     );
     let _ = writeln!(
         s,
@@ -268,7 +269,7 @@ pub fn render(outcomes: &[Outcome]) -> String {
         for c in &o.result.cells {
             let _ = writeln!(
                 s,
-                "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7}  {}",
+                "{:<32} {:>7} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>9}  {}",
                 o.config.label(),
                 c.cell.context_tokens,
                 c.cell.load_label(),
@@ -279,6 +280,7 @@ pub fn render(outcomes: &[Outcome]) -> String {
                 c.goodput_rps.map_or("-".into(), |x| format!("{x:.2}/s")),
                 c.goodput_fraction
                     .map_or("-".into(), |x| format!("{:.0}", x * 100.0)),
+                super::whatif_cost::column(c),
                 if c.meets_target { "meets" } else { "misses" }
             );
         }
@@ -297,6 +299,7 @@ pub fn render(outcomes: &[Outcome]) -> String {
             let _ = writeln!(s, "  warning: {w}");
         }
     }
+    s.push_str(&super::whatif_cost::ranking(outcomes));
     match best(outcomes) {
         Some(i) => {
             let _ = writeln!(

@@ -186,6 +186,9 @@ pub struct NonceSource {
     rng: ChaCha8Rng,
     /// Lead pairs drawn so far, as (pool size, first, second) indices.
     used_leads: std::collections::HashSet<(usize, usize, usize)>,
+    /// The first symbol of every nonce drawn (as [`first_symbol`] gives it): what a prefix
+    /// cache may match a later prompt's first symbol with.
+    firsts: std::collections::HashSet<u64>,
 }
 
 /// Characters of a text nonce: letters and digits, which no template or tokenizer treats
@@ -199,6 +202,7 @@ impl NonceSource {
         NonceSource {
             rng: ChaCha8Rng::from_rng(&mut rand::rng()),
             used_leads: Default::default(),
+            firsts: Default::default(),
         }
     }
 
@@ -206,6 +210,7 @@ impl NonceSource {
         NonceSource {
             rng: ChaCha8Rng::seed_from_u64(seed),
             used_leads: Default::default(),
+            firsts: Default::default(),
         }
     }
 
@@ -228,15 +233,29 @@ impl NonceSource {
     }
 
     fn ids(&mut self, pool: &[u32]) -> Vec<u32> {
-        self.draw(pool.len(), NONCE_TOKENS)
+        let ids: Vec<u32> = self
+            .draw(pool.len(), NONCE_TOKENS)
             .into_iter()
             .map(|i| pool[i])
-            .collect()
+            .collect();
+        self.firsts.extend(ids.first().map(|&i| u64::from(i)));
+        ids
     }
 
     fn text(&mut self) -> String {
-        let chars = self.draw(NONCE_CHARS.len(), NONCE_TEXT_CHARS);
-        nonce_text(chars.into_iter().map(|i| NONCE_CHARS[i] as char).collect())
+        let chars: String = self
+            .draw(NONCE_CHARS.len(), NONCE_TEXT_CHARS)
+            .into_iter()
+            .map(|i| NONCE_CHARS[i] as char)
+            .collect();
+        self.firsts
+            .extend(chars.chars().next().map(|c| u64::from(u32::from(c))));
+        nonce_text(chars)
+    }
+
+    /// The first symbols of the nonces drawn so far (ids, or characters as `u32`).
+    pub fn firsts(&self) -> &std::collections::HashSet<u64> {
+        &self.firsts
     }
 }
 
