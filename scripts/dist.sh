@@ -6,7 +6,8 @@
 #   eval "$(bash scripts/dist.sh)"   # sets CTXBENCH_WHEEL and CTXBENCH_PORTABLE
 #
 # stdout: two lines, CTXBENCH_WHEEL=PATH and CTXBENCH_PORTABLE=PATH (shell-quoted);
-# progress goes to stderr. Outputs land in target/dist/ (wheel, `ctxbench`, build-seconds).
+# progress goes to stderr. Outputs land in target/dist/ (wheel, `ctxbench`, build-seconds,
+# and cargo-env: the environment maturin ran cargo with, for scripts/build-image.sh).
 # maturin and ziglang come from pinned PyPI packages in a private venv, kept under
 # CTXBENCH_CACHE (default ~/.cache/ctxbench). Cargo's incremental state under
 # target/x86_64-unknown-linux-gnu/ makes a second run with no source change take seconds.
@@ -34,6 +35,25 @@ if ! "$VENV/bin/maturin" --version >/dev/null 2>&1; then
 fi
 # maturin finds zig as `python3 -m ziglang` of the python first on PATH: the venv's.
 export PATH="$VENV/bin:$PATH"
+
+# scripts/build-image.sh relinks this compile's binary statically. Cargo only calls the
+# compiled dependencies fresh when it sees the environment maturin gave it (its zig
+# wrappers as linker and C compiler are part of every unit's fingerprint), so a `cargo` shim
+# first on PATH writes that environment to target/dist/cargo-env, then runs cargo.
+SHIM="$PWD/target/dist-shim"
+mkdir -p "$SHIM"
+cat >"$SHIM/cargo" <<'SH'
+#!/bin/sh
+if [ "$1" = rustc ]; then
+    env | grep -E '^(AR|CARGO_TARGET|CARGO_UNSTABLE|CARGO_ZIGBUILD|CC|CXX|RANLIB|CMAKE_TOOLCHAIN_FILE|ZIG_COMMAND|__CARGO_TEST_CHANNEL_OVERRIDE_DO_NOT_USE_THIS)[A-Za-z0-9_]*=' \
+        >"$CTXBENCH_CARGO_ENV"
+fi
+exec "$CTXBENCH_REAL_CARGO" "$@"
+SH
+chmod 755 "$SHIM/cargo"
+CTXBENCH_REAL_CARGO="$(command -v cargo)"
+export CTXBENCH_REAL_CARGO CTXBENCH_CARGO_ENV="$OUT/cargo-env"
+export PATH="$SHIM:$PATH"
 
 if ! rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
     log "adding the Rust target $TARGET"

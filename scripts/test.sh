@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README): builds the real peers when missing (llama.cpp's
 # llama-server and a tiny random-weight GGUF; vLLM's CPU build with a tiny random-weight Llama
-# and SmolLM2-135M-Instruct; all cached under ~/.cache/ctxbench/), and the release wheel and
-# portable binary (scripts/dist.sh), then runs every test.
+# and SmolLM2-135M-Instruct; all cached under ~/.cache/ctxbench/), the release wheel and
+# portable binary (scripts/dist.sh) and the container image (scripts/build-image.sh), then
+# runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,5 +32,10 @@ echo "== release artefacts: manylinux2014 wheel and portable binary (one release
 dist_env="$(bash scripts/dist.sh)" # an assignment, so that set -e stops on a failed build
 eval "$dist_env"
 export CTXBENCH_WHEEL CTXBENCH_PORTABLE
+echo "== container image: FROM scratch, the static binary (buildah; relinks dist.sh's compile)" >&2
+# tests/dist_image.rs runs `--version` and the Kubernetes Job's load shard inside it.
+image_env="$(bash scripts/build-image.sh)"
+eval "$image_env"
+export CTXBENCH_IMAGE
 echo "== cargo test" >&2
 cargo test --lib --bins --tests --no-fail-fast "$@"

@@ -2,65 +2,12 @@
 //! converts it to JSON locally, and the Indexed Job's fields and its ctxbench command are
 //! checked (the command by ctxbench's own argument parser).
 
+#[path = "common/k8s.rs"]
+mod k8s;
+
 use clap::Parser;
 use ctxbench::cli::{Cli, Command};
-use serde_json::Value;
-use std::io::Write;
-use std::process::{Command as Proc, Stdio};
-
-fn kubectl(args: &[&str], input: Option<&[u8]>) -> Vec<u8> {
-    let mut child = Proc::new("kubectl")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "kubectl is needed to check deploy/k8s offline ({e}); install it \
-                 (Debian: apt-get install kubernetes-client) — scripts/test.sh does"
-            )
-        });
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.unwrap_or_default()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// The rendered manifest as JSON (`annotate --local` parses and prints without a server).
-fn rendered_job() -> Value {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s");
-    let yaml = kubectl(&["kustomize", dir], None);
-    let json = kubectl(
-        &[
-            "annotate",
-            "--local",
-            "-f",
-            "-",
-            "-o",
-            "json",
-            "ctxbench/checked=1",
-        ],
-        Some(&yaml),
-    );
-    serde_json::from_slice(&json).expect("kubectl prints one JSON object")
-}
-
-fn env_value<'a>(container: &'a Value, name: &str) -> &'a str {
-    container["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == name)
-        .and_then(|e| e["value"].as_str())
-        .unwrap_or_else(|| panic!("env {name} is set"))
-}
+use k8s::{container, env_value, rendered_job};
 
 #[test]
 fn the_indexed_job_runs_one_shard_per_pod_of_a_valid_load_command() {
@@ -81,26 +28,22 @@ fn the_indexed_job_runs_one_shard_per_pod_of_a_valid_load_command() {
     assert_eq!(spec["backoffLimit"].as_u64(), Some(0));
     let pod = &spec["template"]["spec"];
     assert!(matches!(pod["restartPolicy"].as_str(), Some("Never")));
-    let containers = pod["containers"].as_array().unwrap();
-    assert_eq!(containers.len(), 1);
-    let c = &containers[0];
+    let c = container(&job);
     assert!(c["image"].as_str().is_some_and(|i| !i.is_empty()));
     assert_eq!(env_value(c, "JOB_COMPLETIONS"), n.to_string());
-    let start_at = env_value(c, "START_AT");
+    assert!(!env_value(c, "START_AT").is_empty());
 
-    // The shell line's ctxbench command parses as `load` with a valid --start-at.
-    let script = c["args"][0].as_str().expect("one shell script");
-    let line = script.split(';').next().unwrap().split('>').next().unwrap();
-    let argv: Vec<String> = line
-        .split_whitespace()
-        .map(|w| w.trim_matches('"').replace("$START_AT", start_at))
-        .collect();
-    assert_eq!(argv[..2], ["ctxbench", "load"]);
+    // The exec form (no shell in the image) runs the image's binary with a `load` command
+    // that ctxbench's own parser accepts, `$(START_AT)` expanded as Kubernetes does.
+    let argv = k8s::argv(c, |k| Some(env_value(c, k).to_string()));
+    assert_eq!(argv[..2], ["/usr/local/bin/ctxbench", "load"]);
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
     let Command::Load(a) = cli.command else {
         panic!("not a load command")
     };
     assert!(a.start_at.is_some() && a.out.is_some());
+    // The log is the result file alone: progress to a file, the records printed at the end.
+    assert!(a.print_out && a.log.is_some());
     assert!(
         a.shard.is_none(),
         "the index comes from JOB_COMPLETION_INDEX"
@@ -115,8 +58,10 @@ fn the_indexed_job_runs_one_shard_per_pod_of_a_valid_load_command() {
         .unwrap()
         .unwrap();
     assert_eq!(s.to_string(), format!("1/{n}"));
-    // The results volume is mounted where the script writes.
+    // The results volume is mounted where the run writes its file and its log.
     let mounts = c["volumeMounts"].as_array().unwrap();
+    let results = std::path::Path::new("/results");
     assert!(mounts.iter().any(|m| m["mountPath"] == "/results"));
-    assert!(script.contains("cat /results/shard.jsonl"));
+    assert!(a.out.as_deref().unwrap().starts_with(results));
+    assert!(a.log.as_deref().unwrap().starts_with(results));
 }

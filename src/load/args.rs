@@ -147,6 +147,14 @@ pub struct LoadArgs {
     /// Append records to this JSONL file as they are measured.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// When the run ends with records (exit 0, 3 or 4), print the `--out` file on stdout
+    /// instead of the summary: a Kubernetes Job's log is then the result file.
+    #[arg(long, requires = "out")]
+    pub print_out: bool,
+    /// Write progress, notes and warnings to this file instead of stderr; when the run fails
+    /// (exit 1) the file is copied to stderr at the end.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
     /// Skip cells already complete in `--out`.
     #[arg(long)]
     pub resume: bool,

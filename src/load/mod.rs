@@ -9,6 +9,7 @@ pub mod cost;
 pub mod energy;
 pub mod exec;
 pub mod gpu;
+pub mod job_io;
 pub mod knee;
 pub mod merge;
 pub mod plan;
@@ -75,8 +76,18 @@ impl LoadResult {
 /// `ctxbench load`: run, print, return the exit code.
 pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
     let (format, html) = (args.format, args.html.clone());
-    let r = execute(args).await?;
-    print!("{}", render::render_result(&r, format));
+    let print_out = args.out.clone().filter(|_| args.print_out);
+    let log = args.log.as_deref().map(job_io::StderrToFile::open);
+    let log = log.transpose()?;
+    let r = execute(args).await;
+    if let Some(log) = log {
+        log.restore(r.is_err())?;
+    }
+    let r = r?;
+    match &print_out {
+        Some(path) => job_io::print_out(path)?,
+        None => print!("{}", render::render_result(&r, format)),
+    }
     if let Some(path) = html {
         render::write_html(&path, &r)?;
     }

@@ -41,6 +41,11 @@ pub fn refuse_live_flags(args: &LoadArgs) -> anyhow::Result<()> {
             "--telemetry-url",
             "a prediction draws no power",
         ),
+        (
+            args.print_out || args.log.is_some(),
+            "--print-out/--log",
+            "they shape a live run's stdout and stderr",
+        ),
     ];
     for (given, flag, why) in refused {
         if given {
