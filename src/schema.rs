@@ -31,6 +31,9 @@ pub enum RecordKind {
     Cell,
     /// `load --find-knee`: one length's knee.
     Knee,
+    /// `--tasks`: the effective context of one task (or `all`), after the summary.
+    #[value(name = "effective_context", alias = "effective-context")]
+    EffectiveContext,
 }
 
 impl RecordKind {
@@ -44,6 +47,7 @@ impl RecordKind {
         RecordKind::ServerMetrics,
         RecordKind::Cell,
         RecordKind::Knee,
+        RecordKind::EffectiveContext,
     ];
 
     /// The kind of a record (exhaustive: a new record type must be named here).
@@ -58,6 +62,7 @@ impl RecordKind {
             Record::ServerMetrics(_) => RecordKind::ServerMetrics,
             Record::Cell(_) => RecordKind::Cell,
             Record::Knee(_) => RecordKind::Knee,
+            Record::EffectiveContext(_) => RecordKind::EffectiveContext,
         }
     }
 
@@ -73,6 +78,7 @@ impl RecordKind {
             RecordKind::ServerMetrics => "server_metrics",
             RecordKind::Cell => "cell",
             RecordKind::Knee => "knee",
+            RecordKind::EffectiveContext => "effective_context",
         }
     }
 

@@ -37,8 +37,19 @@ fn with_spec(cells: &[CellRecord]) -> bool {
     cells.iter().any(|c| c.accept_length_median.is_some())
 }
 
-fn columns(spec: bool) -> Vec<&'static str> {
+/// Whether the cells were graded (`--tasks`): an accuracy column beside TTFT.
+fn with_accuracy(cells: &[CellRecord]) -> bool {
+    cells.iter().any(|c| !c.accuracy.is_empty())
+}
+
+/// The column's place: right after the TTFT percentiles.
+const ACCURACY_AT: usize = 7;
+
+fn columns(spec: bool, graded: bool) -> Vec<&'static str> {
     let mut cols = COLUMNS.to_vec();
+    if graded {
+        cols.insert(ACCURACY_AT, "accuracy (95% CI)");
+    }
     if spec {
         cols.push("accept_len");
         cols.push("steps/s");
@@ -57,8 +68,17 @@ fn accept(c: &CellRecord) -> String {
 
 fn rows(cells: &[CellRecord]) -> impl Iterator<Item = Vec<String>> {
     let spec = with_spec(cells);
+    let graded = with_accuracy(cells);
     cells.iter().map(move |c| {
         let mut r = row(c);
+        if graded {
+            let a = c.accuracy.get(crate::accuracy::tally::ALL);
+            r.insert(
+                ACCURACY_AT,
+                a.map(crate::report::accuracy::cell_text)
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
         if spec {
             r.push(accept(c));
             r.push(num(c.verify_steps_per_s, 1));
@@ -127,7 +147,7 @@ pub fn render(
             )
         }
         Format::Csv => {
-            let mut s = columns(with_spec(cells)).join(",") + "\n";
+            let mut s = columns(with_spec(cells), with_accuracy(cells)).join(",") + "\n";
             for r in rows(cells) {
                 s.push_str(&r.join(","));
                 s.push('\n');
@@ -135,7 +155,10 @@ pub fn render(
             s
         }
         Format::Markdown => {
-            let mut s = md(&columns(with_spec(cells)), rows(cells));
+            let mut s = md(
+                &columns(with_spec(cells), with_accuracy(cells)),
+                rows(cells),
+            );
             if !knees.is_empty() {
                 s.push('\n');
                 s.push_str(&md(KNEE_COLUMNS, knees.iter().map(knee_row)));
@@ -144,7 +167,10 @@ pub fn render(
             s
         }
         Format::Table => {
-            let mut s = table(&columns(with_spec(cells)), rows(cells).collect());
+            let mut s = table(
+                &columns(with_spec(cells), with_accuracy(cells)),
+                rows(cells).collect(),
+            );
             if !knees.is_empty() {
                 s.push('\n');
                 s.push_str(&table(KNEE_COLUMNS, knees.iter().map(knee_row).collect()));
@@ -224,8 +250,12 @@ fn table(cols: &[&str], rows: Vec<Vec<String>>) -> String {
 
 /// One line per finished cell, on stderr.
 pub fn progress_line(c: &CellRecord) -> String {
+    let accuracy = match c.accuracy.get(crate::accuracy::tally::ALL) {
+        Some(a) => format!(", accuracy {}", crate::report::accuracy::cell_text(a)),
+        None => String::new(),
+    };
     format!(
-        "{:>6} {:>8}: {}/{} ok, TTFT p50 {} ms p99 {} ms, TPOT p50 {} ms, {} out tok/s, goodput {}%{}",
+        "{:>6} {:>8}: {}/{} ok, TTFT p50 {} ms p99 {} ms, TPOT p50 {} ms, {} out tok/s, goodput {}%{}{accuracy}",
         format_count(c.cell.context_tokens),
         c.cell.load_label(),
         c.ok,
@@ -415,7 +445,10 @@ pub fn html(r: &LoadResult) -> String {
         escape(&super::slo::DisplaySlo(&r.plan.slo).to_string()),
         r.plan.goodput_target
     ));
-    body.push_str(&html_table(&columns(with_spec(&r.cells)), rows(&r.cells)));
+    body.push_str(&html_table(
+        &columns(with_spec(&r.cells), with_accuracy(&r.cells)),
+        rows(&r.cells),
+    ));
     if !r.knees.is_empty() {
         body.push_str("<h2>Knee</h2>");
         body.push_str(&html_table(KNEE_COLUMNS, r.knees.iter().map(knee_row)));
