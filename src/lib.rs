@@ -2,6 +2,7 @@
 //!
 //! `run` is the whole program behind a thin `main`, so tests drive the same entry point.
 
+pub mod accuracy;
 pub mod backend;
 pub mod cache_capacity;
 pub mod capacity;

@@ -36,6 +36,59 @@ pub enum Record {
     Cell(Box<crate::record::load::CellRecord>),
     /// `ctxbench load --find-knee`: one length's knee.
     Knee(crate::record::load::KneeRecord),
+    /// `--tasks`: the effective context of one task (or `all`), after the summary.
+    EffectiveContext(EffectiveContextRecord),
+}
+
+/// `--tasks`: one graded sample's task, expected strings, graded answer and score.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct TaskResult {
+    /// `niah`, `multikey`, `multivalue`, `vt`, `cwe` or `qa`.
+    pub name: String,
+    pub expected: Vec<String>,
+    /// The start of the output that was graded (see docs/accuracy.md).
+    pub answer: String,
+    /// Share of the expected strings in the answer, case-insensitive (qa: 1 if any is).
+    pub score: f64,
+    /// Where the task's (first) fact sits, as a fraction of the haystack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<f64>,
+}
+
+/// Accuracy of one task over some samples: `correct` sums the scores (partial scores
+/// count their share), `rate` = correct / total, `ci95` the Wilson interval.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct AccuracyCell {
+    pub correct: f64,
+    pub total: u64,
+    pub rate: f64,
+    pub ci95: [f64; 2],
+}
+
+/// Accuracy by task name (and `all`).
+pub type Accuracy = std::collections::BTreeMap<String, AccuracyCell>;
+
+/// The longest length at which a task (or `all`) and every shorter length score at least
+/// the threshold.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct EffectiveContextRecord {
+    pub task: String,
+    /// 0 when even the shortest length misses the threshold.
+    pub tokens: u64,
+    /// The rate a length had to reach.
+    pub threshold: f64,
+    /// The rate at the shortest length.
+    pub baseline_rate: f64,
+    /// `relative` (a factor of the baseline) or `absolute`.
+    pub threshold_kind: String,
+    /// The longest length measured.
+    pub longest_tokens: u64,
+    /// Why accuracy stops where it does: `accuracy` (the model), `truncation` (the server
+    /// cut the prompts at the first failing length), or `none` (every length passed).
+    pub limited_by: String,
+    /// The haystack the items were hidden in (filler, a corpus, a dataset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub haystack: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -136,6 +189,18 @@ pub struct RunConfig {
     /// What the prompts are made of, in one line (filler, a corpus, a dataset).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// `--tasks`: the tasks graded, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<String>,
+    /// `--tasks`: graded samples per length and task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+    /// `--tasks`: the effective-context threshold as given (`0.85`, `abs:0.8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_threshold: Option<String>,
+    /// Graded prompts (`--tasks`, `--needle`): `chat` (the server's chat template) or `raw`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_style: Option<String>,
 }
 
 /// How a depth run (`sweep --depth`) was set up.
@@ -179,6 +244,9 @@ pub struct Sample {
     pub valid: bool,
     pub flags: Vec<Flag>,
     pub needle: Option<NeedleResult>,
+    /// `--tasks`: the graded task this sample carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskResult>,
     pub server_timings: Option<Value>,
     /// `sweep --depth`: tokens of the cached prefix this turn sits on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -332,6 +400,9 @@ pub struct Summary {
     /// `sweep --depth`: per depth, the warm turn beside the cold figures at the same length.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depth: Vec<DepthPoint>,
+    /// `--tasks`: accuracy per task over every length (and `all`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub accuracy: Accuracy,
 }
 
 /// One depth of a `sweep --depth` run: a turn of `turn_tokens` on a cached prefix of
@@ -393,6 +464,12 @@ pub struct PointSummary {
     pub outliers: usize,
     #[serde(default)]
     pub needle: Vec<NeedleCell>,
+    /// `--tasks`: accuracy per task at this length (and `all`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub accuracy: Accuracy,
+    /// `--tasks`: accuracy by fact depth at this length, all tasks together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accuracy_by_depth: Vec<DepthAccuracy>,
     /// Speculative decoding: decode tokens per verification step ((output − 1) / verify
     /// steps), over the streamed valid samples of `spec_source` (one sample, one value:
     /// the per-request distribution).
@@ -408,6 +485,14 @@ pub struct PointSummary {
     /// own definition (see `SpecStats::server_accept_length`), shown beside ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_accept_length: Option<f64>,
+}
+
+/// Accuracy of the samples whose (first) fact sat at one depth.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct DepthAccuracy {
+    pub depth: f64,
+    #[serde(flatten)]
+    pub accuracy: AccuracyCell,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -240,6 +240,9 @@ pub struct RequestRecord {
     /// Speculative decoding: the acceptance of this request (as on sweep samples).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<crate::record::SpecStats>,
+    /// `load --tasks`: the graded task this request carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<crate::record::TaskResult>,
     /// Sharded runs: which shard sent it.
     #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardTag>,
@@ -370,6 +373,9 @@ pub struct ServerCell {
 pub struct CellRecord {
     #[serde(flatten)]
     pub cell: CellKey,
+    /// `load --tasks`: accuracy per task over the cell's graded requests (and `all`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub accuracy: crate::record::Accuracy,
     pub sent: u64,
     pub ok: u64,
     pub failed: u64,

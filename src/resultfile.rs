@@ -25,6 +25,8 @@ pub struct ResultFile {
     pub missing_final_newline: bool,
     /// `ctxbench load` records, in file order.
     pub load: LoadRecords,
+    /// `--tasks`: the effective-context records (the last summary's, per task and `all`).
+    pub effective_context: Vec<crate::record::EffectiveContextRecord>,
 }
 
 /// The records only load files hold.
@@ -65,8 +67,8 @@ pub enum ResultFileError {
     },
     #[error(
         "{file}: line {line}: unknown record type `{type_name}` (this ctxbench knows run, \
-         sample, error, summary, load_plan, request, server_metrics, gpu_metrics, cell and \
-         knee; is the file from a newer version?)"
+         sample, error, summary, load_plan, request, server_metrics, gpu_metrics, cell, knee \
+         and effective_context; is the file from a newer version?)"
     )]
     UnknownType {
         file: String,
@@ -190,6 +192,7 @@ pub fn parse_bytes(bytes: &[u8], file: &str) -> Result<ResultFile, ResultFileErr
             Record::GpuMetrics(m) => out.load.gpu_metrics.push(m),
             Record::Cell(c) => out.load.cells.push(*c),
             Record::Knee(k) => out.load.knees.push(k),
+            Record::EffectiveContext(e) => out.effective_context.push(e),
         }
         out.valid_bytes = end as u64;
         out.missing_final_newline = !terminated;
@@ -210,6 +213,7 @@ fn type_name(r: &Record) -> &'static str {
         Record::GpuMetrics(_) => "gpu_metrics",
         Record::Cell(_) => "cell",
         Record::Knee(_) => "knee",
+        Record::EffectiveContext(_) => "effective_context",
     }
 }
 

@@ -34,6 +34,9 @@ pub enum RecordKind {
     Cell,
     /// `load --find-knee`: one length's knee.
     Knee,
+    /// `--tasks`: the effective context of one task (or `all`), after the summary.
+    #[value(name = "effective_context", alias = "effective-context")]
+    EffectiveContext,
 }
 
 impl RecordKind {
@@ -48,6 +51,7 @@ impl RecordKind {
         RecordKind::GpuMetrics,
         RecordKind::Cell,
         RecordKind::Knee,
+        RecordKind::EffectiveContext,
     ];
 
     /// The kind of a record (exhaustive: a new record type must be named here).
@@ -63,6 +67,7 @@ impl RecordKind {
             Record::GpuMetrics(_) => RecordKind::GpuMetrics,
             Record::Cell(_) => RecordKind::Cell,
             Record::Knee(_) => RecordKind::Knee,
+            Record::EffectiveContext(_) => RecordKind::EffectiveContext,
         }
     }
 
@@ -79,6 +84,7 @@ impl RecordKind {
             RecordKind::GpuMetrics => "gpu_metrics",
             RecordKind::Cell => "cell",
             RecordKind::Knee => "knee",
+            RecordKind::EffectiveContext => "effective_context",
         }
     }
 

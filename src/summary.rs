@@ -157,6 +157,9 @@ fn point(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> PointSummary {
         accept_rate: spec.as_ref().and_then(|(_, _, r)| Stat::of(r)),
         server_accept_length: server_figure(&stream, spec.as_ref().map(|(s, _, _)| *s)),
         spec_source: spec.map(|(source, _, _)| source),
+        // Every graded sample counts, valid or not: an empty answer scores 0.
+        accuracy: crate::accuracy::tally::of_samples(all.iter().copied()),
+        accuracy_by_depth: crate::accuracy::tally::by_depth(all.iter().copied()),
     }
 }
 
@@ -238,6 +241,7 @@ pub fn summarize(samples: &[Sample], errors: &[ErrorRecord]) -> Summary {
     }
     notes.extend(depth_notes);
     Summary {
+        accuracy: crate::accuracy::tally::of_samples(samples),
         points,
         fit: Value::Null,
         notes,

@@ -110,6 +110,7 @@ async fn the_needle_is_found_inside_real_text() {
             "--corpus",
             dir.path().to_str().unwrap(),
             "--needle",
+            "--raw-completion",
             "--needle-depths",
             "0.1,0.5,0.9",
         ])

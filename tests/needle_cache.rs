@@ -15,7 +15,12 @@ async fn needles_at_three_depths_all_pass_and_timings_stay_valid() {
     let _timing = common::timing_lock().await;
     let server = sim(&[]).await;
     let r = flags("4k,16k", 1, 32)
-        .with(&["--needle", "--needle-depths", "0.1,0.5,0.9"])
+        .with(&[
+            "--needle",
+            "--raw-completion",
+            "--needle-depths",
+            "0.1,0.5,0.9",
+        ])
         .run(&server.url())
         .await;
     assert_eq!(r.run.config.reps, 3, "one rep per depth at least");
@@ -90,6 +95,7 @@ async fn truncation_loses_early_needles() {
             "--lengths",
             "2k,8k",
             "--needle",
+            "--raw-completion",
             "--needle-depths",
             "0.1,0.5,0.9",
             "--output-tokens",

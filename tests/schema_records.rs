@@ -224,6 +224,7 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
             "--method",
             "both",
             "--needle",
+            "--raw-completion",
             "--out",
             &sweep,
         ],

@@ -34,7 +34,15 @@ async fn needles_are_refused_with_the_reason() {
     let server = sim(&["--tokenize-strict"]).await;
     let args = sweep_args(
         &server.url(),
-        &["--needle", "--lengths", "1k", "--reps", "1", "--no-warmup"],
+        &[
+            "--needle",
+            "--raw-completion",
+            "--lengths",
+            "1k",
+            "--reps",
+            "1",
+            "--no-warmup",
+        ],
     );
     let e = match ctxbench::sweep::execute(args).await {
         Ok(_) => panic!("a needle sweep cannot run without a working tokenizer"),

@@ -83,7 +83,12 @@ async fn cell(
     let tail = SharedTail::from_prompt(&Prompt::Ids(ids), 16);
     let shot = Arc::new(Shot {
         backend: backend(http),
-        tails: vec![Tail { tail, source: None }].into(),
+        tails: vec![Tail {
+            tail,
+            source: None,
+            graded: None,
+        }]
+        .into(),
         output_tokens: output,
         deadline: Duration::from_secs(120),
         cell: CellKey {

@@ -167,6 +167,9 @@ pub struct LoadArgs {
     /// What the prompts are made of.
     #[command(flatten)]
     pub content: ContentArgs,
+    /// Accuracy tasks graded on the load's requests (`--tasks`).
+    #[command(flatten)]
+    pub accuracy: crate::accuracy::args::AccuracyArgs,
     /// Options for the built-in simulator, when no `--url` is given.
     #[command(flatten)]
     pub sim: crate::sim::SimCostArgs,

@@ -118,6 +118,7 @@ pub fn summarise(
         }
     }
     c.errors = errors;
+    c.accuracy = crate::accuracy::tally::by_task(requests.iter().filter_map(|r| r.task.as_ref()));
     if let Some((source, lengths, _)) = crate::summary::acceptance(
         requests
             .iter()

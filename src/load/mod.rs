@@ -73,6 +73,9 @@ impl LoadResult {
     }
 }
 
+/// Depths of `load --tasks` items, taken in turn by each task's samples.
+const LOAD_DEPTHS: [f64; 3] = [0.1, 0.5, 0.9];
+
 /// `ctxbench load`: run, print, return the exit code.
 pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
     let (format, html) = (args.format, args.html.clone());
@@ -102,12 +105,31 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let (arrivals, mut lplan, shard) = plan::plan(&args)?;
     let exporters = gpu::exporters(&args.telemetry_url)?;
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
+    let accuracy = args.accuracy.plan(args.content.dataset.as_deref())?;
+    if let Some(a) = &accuracy {
+        let explicit: Vec<u64> = specs
+            .iter()
+            .filter_map(|l| match l {
+                crate::lengths::LengthSpec::Tokens(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        a.check_lengths(
+            &explicit,
+            &LOAD_DEPTHS,
+            crate::accuracy::generate::Style::Raw,
+        )?;
+    }
+    let mut target = args.target.clone();
+    if accuracy.is_some() && args.accuracy.wants_chat() {
+        target.endpoint = crate::choices::Endpoint::Chat;
+    }
     // `_sim`: the built-in simulator, kept alive for the whole run.
     let Connection {
         sim: _sim,
         url,
         conn,
-    } = connect(&args.target, &args.sim, args.seed, |sim| {
+    } = connect(&target, &args.sim, args.seed, |sim| {
         format!(
             "ctxbench: no --url given: loading the built-in simulator at {} ({})",
             sim.url(),
@@ -115,6 +137,14 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         )
     })
     .await?;
+    let (conn, chat) = match &accuracy {
+        Some(_) => crate::run::target::graded_route(&target, &url, conn).await?,
+        None => (conn, false),
+    };
+    let style = match chat {
+        true => crate::accuracy::generate::Style::Chat,
+        false => crate::accuracy::generate::Style::Raw,
+    };
     let info = conn.info.clone();
     let limit = info.context_length.map(|t| crate::workload::points::Limit {
         tokens: t,
@@ -187,7 +217,14 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         )
     };
     let backend = ctx.backend.clone();
-    let tails = async |n: u64| setup::tails(&mut prompts, backend.as_ref(), n).await;
+    let graded = accuracy.as_ref().map(|plan| setup::Graded {
+        plan,
+        seed: args.seed,
+        depths: &LOAD_DEPTHS,
+        style,
+    });
+    let tails =
+        async |n: u64| setup::tails(&mut prompts, backend.as_ref(), n, graded.as_ref()).await;
     exec::run_plan(&mut ctx, &arrivals, &lengths, tails, planned_knee).await?;
     Ok(ctx.out)
 }

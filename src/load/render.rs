@@ -37,10 +37,20 @@ fn with_spec(cells: &[CellRecord]) -> bool {
     cells.iter().any(|c| c.accept_length_median.is_some())
 }
 
-/// Columns shown only where some cell has the figures: speculative decoding's acceptance,
-/// the price per token (`--price-per-hour`), GPU energy (`--telemetry-url`).
+/// Whether the cells were graded (`--tasks`): an accuracy column beside TTFT.
+fn with_accuracy(cells: &[CellRecord]) -> bool {
+    cells.iter().any(|c| !c.accuracy.is_empty())
+}
+
+/// The accuracy column's place: right after the TTFT percentiles.
+const ACCURACY_AT: usize = 7;
+
+/// Columns shown only where some cell has the figures: accuracy (`--tasks`), speculative
+/// decoding's acceptance, the price per token (`--price-per-hour`), GPU energy
+/// (`--telemetry-url`).
 #[derive(Clone, Copy)]
 struct Extra {
+    graded: bool,
     spec: bool,
     cost: bool,
     energy: bool,
@@ -49,6 +59,7 @@ struct Extra {
 impl Extra {
     fn of(cells: &[CellRecord]) -> Extra {
         Extra {
+            graded: with_accuracy(cells),
             spec: with_spec(cells),
             cost: cells.iter().any(|c| c.usd_per_mtok_output.is_some()),
             energy: cells
@@ -60,6 +71,9 @@ impl Extra {
 
 fn columns(x: Extra) -> Vec<&'static str> {
     let mut cols = COLUMNS.to_vec();
+    if x.graded {
+        cols.insert(ACCURACY_AT, "accuracy (95% CI)");
+    }
     if x.spec {
         cols.push("accept_len");
         cols.push("steps/s");
@@ -96,6 +110,14 @@ fn rows(cells: &[CellRecord]) -> impl Iterator<Item = Vec<String>> {
     let x = Extra::of(cells);
     cells.iter().map(move |c| {
         let mut r = row(c);
+        if x.graded {
+            let a = c.accuracy.get(crate::accuracy::tally::ALL);
+            r.insert(
+                ACCURACY_AT,
+                a.map(crate::report::accuracy::cell_text)
+                    .unwrap_or_else(|| "-".into()),
+            );
+        }
         if x.spec {
             r.push(accept(c));
             r.push(num(c.verify_steps_per_s, 1));
@@ -271,7 +293,10 @@ fn table(cols: &[&str], rows: Vec<Vec<String>>) -> String {
 
 /// One line per finished cell, on stderr.
 pub fn progress_line(c: &CellRecord) -> String {
-    let mut extra = String::new();
+    let mut extra = match c.accuracy.get(crate::accuracy::tally::ALL) {
+        Some(a) => format!(", accuracy {}", crate::report::accuracy::cell_text(a)),
+        None => String::new(),
+    };
     if c.usd_per_mtok_output.is_some() {
         extra.push_str(&format!(
             ", ${} per M out tok (${} per M good)",

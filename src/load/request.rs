@@ -13,6 +13,8 @@ use std::time::Duration;
 pub struct Tail {
     pub tail: SharedTail,
     pub source: Option<SourceRecord>,
+    /// `--tasks`: the item this tail hides, graded on each request's answer.
+    pub graded: Option<crate::workload::Needle>,
 }
 
 /// Everything a cell's requests share.
@@ -38,8 +40,15 @@ impl Shot {
         };
         let result = self.backend.generate(&req).await;
         let ended = slot.start.elapsed().as_secs_f64();
+        // A failed request has no answer: it is counted among the cell's failures, not
+        // graded (an empty answer is graded, and scores 0).
+        let task = match (&result, &tail.graded) {
+            (Ok(c), Some(n)) => crate::accuracy::grade(n, &c.text),
+            _ => None,
+        };
         let mut r = record(self.cell, slot, ended, result);
         r.source = tail.source.clone();
+        r.task = task;
         r
     }
 }

@@ -51,12 +51,19 @@ pub(crate) async fn prompt_source(
     ceiling: Option<u64>,
     nonce: &mut NonceSource,
 ) -> anyhow::Result<PromptSource> {
+    let graded = args.accuracy.tasks.is_some();
+    let qa = args
+        .accuracy
+        .tasks
+        .as_deref()
+        .is_some_and(|t| t.split(',').any(|x| x.trim().eq_ignore_ascii_case("qa")));
+    // Task qa reads --dataset as its items: the haystack stays filler.
     let content = crate::workload::load_content(
         args.content.corpus.as_deref(),
-        args.content.dataset.as_deref(),
+        args.content.dataset.as_deref().filter(|_| !qa),
         args.content.dataset_format,
     )?;
-    PromptSource::prepare_with(backend, false, ceiling, nonce, content.as_ref()).await
+    PromptSource::prepare_with(backend, graded, ceiling, nonce, content.as_ref()).await
 }
 
 /// The run record of a load run (sweep fields that do not apply are empty).
@@ -119,6 +126,14 @@ pub(crate) fn load_record(
             simulator,
             depth: None,
             content: Some(content),
+            tasks: Vec::new(),
+            samples: None,
+            accuracy_threshold: args
+                .accuracy
+                .tasks
+                .as_ref()
+                .map(|_| args.accuracy.accuracy_threshold.clone()),
+            prompt_style: None,
         },
     }
 }
@@ -162,12 +177,37 @@ pub(crate) async fn fresh_prompt(
 /// sooner. Filler has one.
 const CONTENT_TAILS: usize = 8;
 
-/// The shared tails of length `n`'s prompts.
+/// The shared tails of length `n`'s prompts: with `--tasks`, one per graded item (every
+/// task's samples, at the depths in turn), each hiding its own facts.
 pub(crate) async fn tails(
     prompts: &mut PromptSource,
     backend: &dyn Backend,
     n: u64,
+    graded: Option<&Graded<'_>>,
 ) -> anyhow::Result<Arc<[Tail]>> {
+    if let Some(g) = graded {
+        let mut out = Vec::new();
+        for rep in 0..g.plan.tasks.per_length() {
+            let item = g
+                .plan
+                .item(g.seed, n, rep, g.depths, g.style)
+                .map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
+            let built = prompts
+                .build(
+                    backend,
+                    n,
+                    Some(&mut NonceSource::from_entropy()),
+                    Some(&item.needle),
+                )
+                .await?;
+            out.push(Tail {
+                tail: SharedTail::from_prompt(&built.prompt, NONCE_TOKENS),
+                source: built.source,
+                graded: Some(item.needle),
+            });
+        }
+        return Ok(out.into());
+    }
     let count = if prompts.has_content() {
         CONTENT_TAILS
     } else {
@@ -179,9 +219,18 @@ pub(crate) async fn tails(
         out.push(Tail {
             tail: SharedTail::from_prompt(&built.prompt, NONCE_TOKENS),
             source: built.source,
+            graded: None,
         });
     }
     Ok(out.into())
+}
+
+/// What graded load tails are made from: the tasks, the seed, the depths, the style.
+pub(crate) struct Graded<'a> {
+    pub(crate) plan: &'a crate::accuracy::args::AccuracyPlan,
+    pub(crate) seed: u64,
+    pub(crate) depths: &'a [f64],
+    pub(crate) style: crate::accuracy::generate::Style,
 }
 
 /// A load run's result file, opened: new, or resumed with the complete cells it holds.

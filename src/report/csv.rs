@@ -46,5 +46,6 @@ pub fn render(summary: &Summary) -> String {
         ));
     }
     out.push_str(&super::depth::csv(summary));
+    out.push_str(&super::accuracy::csv(summary));
     out
 }

@@ -20,6 +20,7 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
         out.push_str(&format!("| {} |\n", r.join(" | ")));
     }
     out.push_str(&super::spec::markdown(summary));
+    out.push_str(&super::accuracy::markdown(run, summary));
     out.push_str(&super::depth::markdown(summary));
     for n in &summary.notes {
         out.push_str(&format!("\n> note: {n}\n"));

@@ -1,5 +1,6 @@
 //! Rendering results: pure functions of records (table, json, csv, markdown, html).
 
+pub mod accuracy;
 pub mod args;
 pub mod compare;
 pub mod csv;
@@ -23,7 +24,15 @@ pub fn render(run: &RunRecord, summary: &Summary, format: Format) -> String {
         Format::Markdown => markdown::render(run, summary),
         Format::Csv => csv::render(summary),
         Format::Json => {
-            let doc = serde_json::json!({"run": run, "summary": summary});
+            let effective = accuracy::effective_records(run, summary);
+            let doc = match effective.is_empty() {
+                true => serde_json::json!({"run": run, "summary": summary}),
+                false => serde_json::json!({
+                    "run": run,
+                    "summary": summary,
+                    "effective_context": effective,
+                }),
+            };
             let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
             s.push('\n');
             s

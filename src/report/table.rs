@@ -25,11 +25,15 @@ pub fn header(summary: &Summary) -> Vec<&'static str> {
     if super::spec::any(summary) {
         h.insert(5, ACCEPT);
     }
+    if super::accuracy::any(summary) {
+        h.insert(3, super::accuracy::COLUMN);
+    }
     h
 }
 
 pub fn rows(summary: &Summary) -> Vec<Vec<String>> {
     let accept = super::spec::any(summary);
+    let graded = super::accuracy::any(summary);
     summary
         .points
         .iter()
@@ -47,6 +51,9 @@ pub fn rows(summary: &Summary) -> Vec<Vec<String>> {
             ];
             if accept {
                 r.insert(5, super::spec::cell(p));
+            }
+            if graded {
+                r.insert(3, super::accuracy::column_cell(p));
             }
             r
         })
@@ -99,6 +106,7 @@ pub fn render(run: &RunRecord, summary: &Summary) -> String {
     }
     out.push_str(&super::spec::text(summary));
     out.push_str(&needle_table(summary));
+    out.push_str(&super::accuracy::text(run, summary));
     out.push_str(&super::depth::text(summary));
     for n in &summary.notes {
         out.push_str(&format!("note: {n}\n"));

@@ -80,3 +80,40 @@ pub async fn connect(
             .await?;
     Ok(Connection { sim, url, conn })
 }
+
+/// For graded prompts (`--tasks`, `--needle`) without `--raw-completion`: the chat route,
+/// so the model reads them through its own chat template. A server detected as SGLang or
+/// llama.cpp (native routes, raw text) is reached through its OpenAI chat route instead,
+/// unless `--api` named it. Returns the connection and whether prompts go through a chat
+/// template (TGI and Ollama keep their native routes: raw).
+pub async fn graded_route(
+    target: &TargetArgs,
+    url: &str,
+    conn: crate::backend::Connected,
+) -> anyhow::Result<(crate::backend::Connected, bool)> {
+    let api = conn.backend.api();
+    let openai = matches!(api, "openai" | "vllm");
+    if target.endpoint != Endpoint::Chat {
+        return Ok((conn, false));
+    }
+    if openai {
+        return Ok((conn, true));
+    }
+    if target.api == ApiChoice::Auto && matches!(api, "sglang" | "llamacpp") {
+        let key = api_key(target.api_key_env.as_deref())?;
+        let chat = crate::backend::connect(
+            url,
+            ApiChoice::Openai,
+            Endpoint::Chat,
+            Some(conn.model.clone()),
+            key,
+        )
+        .await?;
+        eprintln!(
+            "graded prompts go through the server's chat template (its OpenAI chat route); \
+             --raw-completion sends them as raw completions on its native route"
+        );
+        return Ok((chat, true));
+    }
+    Ok((conn, false))
+}

@@ -96,7 +96,13 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         accept_prob,
     } = job;
     let prompt_tokens = prompt.len() as u64;
-    let needle_answer = needle::answer_ids(&prompt);
+    let reach = super::tasks::Reach {
+        effective_context: state.config.cost.effective_context,
+        lost_in_middle: state.config.cost.lost_in_middle,
+        seed: state.config.seed,
+    };
+    let needle_answer =
+        needle::answer_ids(&prompt).or_else(|| super::tasks::answer_ids(&prompt, &reach));
     let natural = rng.random_range(NATURAL_STOP_TOKENS).max(min_tokens);
     let (target_tokens, finish) = if ignore_eos || natural >= max_tokens {
         (max_tokens, Finish::Length)

@@ -25,6 +25,7 @@ mod sse;
 mod state;
 pub mod stats;
 pub mod stepcost;
+pub mod tasks;
 mod tgi;
 pub mod tokenizer;
 pub mod truth;
@@ -120,6 +121,15 @@ pub struct SimCostArgs {
     /// Silently keep the last N tokens of longer prompts instead of answering 400.
     #[arg(long)]
     pub truncate: bool,
+    /// The simulated model's effective context for `--tasks` prompts: every task answered
+    /// right within N tokens; beyond, each fact is seen with probability (N/L)^3.
+    /// Example: ctxbench sim --effective-context 4096 --lost-in-middle
+    #[arg(long = "effective-context", value_name = "N", value_parser = crate::lengths::parse_count_arg)]
+    pub effective_context: Option<u64>,
+    /// With --effective-context: facts in the middle of a long prompt fade first (the
+    /// exponent grows from 1 at either end to 7 in the middle).
+    #[arg(long = "lost-in-middle", requires = "effective_context")]
+    pub lost_in_middle: bool,
     /// Chat route only: a chat template that adds N fixed words (a system preamble) to
     /// every conversation, counted in `usage.prompt_tokens` like a real template's tokens.
     #[arg(long = "chat-template-words", default_value_t = 0)]

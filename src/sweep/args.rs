@@ -46,6 +46,9 @@ pub struct SweepArgs {
     /// Needle depths as fractions of the prompt.
     #[arg(long, default_value = "0.5")]
     pub needle_depths: String,
+    /// Accuracy tasks graded on the timed samples (`--tasks`).
+    #[command(flatten)]
+    pub accuracy: crate::accuracy::args::AccuracyArgs,
     /// Append records to this JSONL file as they are measured.
     #[arg(long)]
     pub out: Option<PathBuf>,

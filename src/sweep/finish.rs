@@ -38,7 +38,19 @@ pub fn finish(
                 .into(),
         );
     }
+    let effective = crate::report::accuracy::effective_records(&run, &summary);
+    if let Some(e) = effective.iter().find(|e| e.limited_by == "truncation") {
+        summary.notes.push(format!(
+            "accuracy fell where the server truncated the prompts (from the length after {} \
+             tokens): the early facts were cut away, which is truncation by the server, not \
+             the model's effective context",
+            e.tokens
+        ));
+    }
     writer.append(&Record::Summary(summary.clone()))?;
+    for e in effective {
+        writer.append(&Record::EffectiveContext(e))?;
+    }
     writer.sync()?;
     for note in &summary.notes {
         eprintln!("note: {note}");

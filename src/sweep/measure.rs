@@ -126,7 +126,7 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
                 Some(sent) => p < sent,
                 None => {
                     let short = (p as f64) < e.context_tokens as f64 * (1.0 - LENGTH_TOLERANCE);
-                    short && e.needle.as_ref().is_some_and(|n| !n.check(&c.text))
+                    short && e.needle.as_ref().is_some_and(|n| !found(n, &c.text))
                 }
             };
             if cut || c.finish_reason.as_deref() == Some("truncated") {
@@ -138,7 +138,13 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
         }
         None => s.push_flag(flag::NO_USAGE),
     }
-    if let Some(n) = &e.needle {
+    if let Some(t) = e
+        .needle
+        .as_ref()
+        .and_then(|n| crate::accuracy::grade(n, &c.text))
+    {
+        s.task = Some(t);
+    } else if let Some(n) = &e.needle {
         let ok = n.check(&c.text);
         if !ok {
             s.push_flag(flag::NEEDLE_FAILED);
@@ -151,6 +157,14 @@ fn base_sample(c: &Completion, e: &Expectation, method: Method) -> Sample {
         });
     }
     s
+}
+
+/// Whether the answer holds what the needle hid (any of a task's expected strings).
+fn found(n: &Needle, text: &str) -> bool {
+    match &n.graded {
+        Some(_) => crate::accuracy::grade(n, text).is_some_and(|t| t.score > 0.0),
+        None => n.check(text),
+    }
 }
 
 fn finish_flags(mut s: Sample) -> Sample {
@@ -356,10 +370,7 @@ mod tests {
             "{:?}",
             s.flags
         );
-        text.needle = Some(Needle {
-            depth: 0.1,
-            expected: "okapi".into(),
-        });
+        text.needle = Some(Needle::secret(0.1, "okapi"));
         let s = stream_sample(&c, &text);
         assert!(
             s.flags.iter().any(|f| f.name() == "truncated"),
@@ -427,10 +438,7 @@ mod tests {
         let mut c = completion(&[(5, 1), (10, 1)], 1000, 0);
         c.text = "unknown".into();
         let mut e = expect(1000, 2);
-        e.needle = Some(Needle {
-            depth: 0.5,
-            expected: "okapi".into(),
-        });
+        e.needle = Some(Needle::secret(0.5, "okapi"));
         let s = stream_sample(&c, &e);
         assert!(s.flags.iter().any(|f| f.name() == "needle_failed"));
         assert!(s.valid);

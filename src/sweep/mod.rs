@@ -85,6 +85,20 @@ struct Plan {
     depth: Option<depth::DepthPlan>,
     /// `--corpus` / `--dataset`, read; `None` for filler.
     content: Option<crate::workload::content::Content>,
+    /// `--tasks`, parsed, with the `qa` items.
+    pub accuracy: Option<crate::accuracy::args::AccuracyPlan>,
+    /// Graded prompts go through the server's chat template (else raw completions).
+    chat: bool,
+}
+
+impl Plan {
+    /// How graded prompts are put to the model.
+    fn style(&self) -> crate::accuracy::generate::Style {
+        match self.chat {
+            true => crate::accuracy::generate::Style::Chat,
+            false => crate::accuracy::generate::Style::Raw,
+        }
+    }
 }
 
 fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
@@ -113,6 +127,26 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
         Some(d) => Some(depth::DepthPlan::parse(d, args.turn_tokens)?),
         None => None,
     };
+    let accuracy = args.accuracy.plan(args.content.dataset.as_deref())?;
+    if let Some(a) = &accuracy {
+        if depth.is_some() {
+            anyhow::bail!("--tasks grades cold samples: it does not combine with --depth");
+        }
+        if args.needle {
+            anyhow::bail!("--tasks replaces --needle (task niah is the single needle)");
+        }
+        let explicit: Vec<u64> = lengths
+            .iter()
+            .filter_map(|l| match l {
+                crate::lengths::LengthSpec::Tokens(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        // The raw style's longer questions: the stricter check.
+        a.check_lengths(&explicit, &depths, crate::accuracy::generate::Style::Raw)?;
+    }
+    // Task qa reads --dataset as its items: the haystack stays filler.
+    let qa = accuracy.as_ref().is_some_and(|a| !a.qa.is_empty());
     Ok(Plan {
         lengths: match &depth {
             Some(d) => d
@@ -127,15 +161,21 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
         depth,
         content: crate::workload::load_content(
             args.content.corpus.as_deref(),
-            args.content.dataset.as_deref(),
+            args.content.dataset.as_deref().filter(|_| !qa),
             args.content.dataset_format,
         )?,
+        accuracy,
+        chat: false,
     })
 }
 
 /// Run the sweep (library entry point used by tests).
-pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
+pub async fn execute(mut args: SweepArgs) -> anyhow::Result<SweepResult> {
     let plan = plan(&args)?;
+    let graded = plan.accuracy.is_some() || args.needle;
+    if graded && args.accuracy.wants_chat() {
+        args.target.endpoint = crate::choices::Endpoint::Chat;
+    }
     // Keep the simulator alive for the whole sweep.
     let crate::run::target::Connection {
         sim: _sim,
@@ -152,6 +192,13 @@ pub async fn execute(args: SweepArgs) -> anyhow::Result<SweepResult> {
         )
     })
     .await?;
+    let (conn, chat) = if graded {
+        crate::run::target::graded_route(&args.target, &url, conn).await?
+    } else {
+        (conn, false)
+    };
+    let mut plan = plan;
+    plan.chat = chat;
     run_connected(args, plan, &url, conn).await
 }
 
@@ -205,6 +252,7 @@ async fn run_connected(
     };
     let reps = run.config.reps;
     let jobs = jobs::list(&run.config.lengths, reps, args.method, &samples);
+    eprintln!("{}", cost_line(&jobs));
 
     observe_resumed(&mut plan.timeout, &samples);
     let cold = needs_warm_up(earlier.as_ref(), session.prompts.mode());
@@ -222,6 +270,8 @@ async fn run_connected(
     let ctx = post::Ctx {
         args: &args,
         depths: &plan.depths,
+        accuracy: plan.accuracy.as_ref(),
+        style: plan.style(),
         run: &run,
         transport_delayed,
         bar: &bar,
@@ -311,6 +361,24 @@ async fn measure_all(
     };
     tokio::try_join!(collector.collect(rx, |c, m| post.handle(m, c)), runner)?;
     Ok(post.finish())
+}
+
+/// What the run will send, said before it starts: requests and the prompt tokens they
+/// prefill (a two-point sample prefills its prompt twice).
+fn cost_line(jobs: &[jobs::Planned]) -> String {
+    let tokens: u64 = jobs
+        .iter()
+        .map(|j| match j.method {
+            crate::choices::Method::TwoPoint => 2 * j.n,
+            _ => j.n,
+        })
+        .sum();
+    format!(
+        "cost: {} samples will prefill {} prompt tokens (the time left is printed after each \
+         point, from the timeout model)",
+        jobs.len(),
+        crate::lengths::format_count(tokens)
+    )
 }
 
 fn progress_bar(total: u64) -> ProgressBar {

@@ -20,6 +20,9 @@ pub struct Ctx<'a> {
     pub args: &'a SweepArgs,
     /// `--needle-depths`, parsed.
     pub depths: &'a [f64],
+    /// `--tasks`, parsed; and how graded prompts are put to the model.
+    pub accuracy: Option<&'a crate::accuracy::args::AccuracyPlan>,
+    pub style: crate::accuracy::generate::Style,
     pub run: &'a RunRecord,
     pub transport_delayed: bool,
     pub bar: &'a ProgressBar,
@@ -101,10 +104,20 @@ impl<'a> Post<'a> {
             rep + 1,
             method.sample_name()
         ));
-        let needle = args.needle.then(|| {
-            let depth = self.ctx.depths[rep as usize % self.ctx.depths.len()];
-            needle_for(args.seed, n, rep, depth)
-        });
+        let needle = match self.ctx.accuracy {
+            // Checked for every length before the run: an error here is a bug, said aloud.
+            Some(a) => match a.item(args.seed, n, rep, self.ctx.depths, self.ctx.style) {
+                Ok(item) => Some(item.needle),
+                Err(e) => {
+                    self.ctx.bar.suspend(|| eprintln!("warning: {e}"));
+                    None
+                }
+            },
+            None => args.needle.then(|| {
+                let depth = self.ctx.depths[rep as usize % self.ctx.depths.len()];
+                needle_for(args.seed, n, rep, depth)
+            }),
+        };
         let job = Job {
             planned,
             needle,
@@ -170,7 +183,8 @@ impl<'a> Post<'a> {
 
     /// The point's line, and the HTML report rewritten with it.
     fn point_done(&self, n: u64) {
-        let line = point_line(n, &self.samples, &self.errors);
+        let mut line = point_line(n, &self.samples, &self.errors);
+        line.push_str(&self.time_left());
         let bar = self.ctx.bar;
         bar.suspend(|| eprintln!("{line}"));
         if let Some(path) = &self.ctx.args.html {
@@ -185,6 +199,36 @@ impl<'a> Post<'a> {
             if let Err(e) = written {
                 bar.suspend(|| eprintln!("warning: writing {}: {e:#}", path.display()));
             }
+        }
+    }
+}
+
+impl Post<'_> {
+    /// `; about X s left` from the timeout model's prediction of every job still to run.
+    fn time_left(&self) -> String {
+        let rest = &self.jobs[self.released.min(self.jobs.len())..];
+        if rest.is_empty() {
+            return String::new();
+        }
+        let out = self.ctx.args.output_tokens;
+        let each: Option<Vec<f64>> = rest
+            .iter()
+            .map(|j| {
+                let t = self.timeout.predicted_s(j.n, out)?;
+                // A two-point sample sends a 1-token request first.
+                Some(match j.method {
+                    crate::choices::Method::TwoPoint => t + self.timeout.predicted_s(j.n, 1)?,
+                    _ => t,
+                })
+            })
+            .collect();
+        match each {
+            Some(ts) => format!(
+                "; {} requests left, at most about {:.0} s by the timeout model",
+                rest.len(),
+                ts.iter().sum::<f64>()
+            ),
+            None => String::new(),
         }
     }
 }
@@ -223,8 +267,12 @@ fn point_line(n: u64, samples: &[Sample], errors: &[ErrorRecord]) -> String {
         s.map(|s| format!("{:.1}{unit}", s.median * scale))
             .unwrap_or_else(|| "-".into())
     };
+    let accuracy = match p.accuracy.get(crate::accuracy::tally::ALL) {
+        Some(a) => format!(", accuracy {}", crate::report::accuracy::cell_text(a)),
+        None => String::new(),
+    };
     format!(
-        "{:>6}: TTFT {}, prefill {}, decode {}, {}/{} valid",
+        "{:>6}: TTFT {}, prefill {}, decode {}, {}/{} valid{accuracy}",
         format_count(n),
         f(p.ttft_s, 1e3, " ms"),
         f(p.prefill_tps, 1.0, " tok/s"),

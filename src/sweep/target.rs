@@ -61,11 +61,16 @@ pub(super) async fn prepare(
         wants_max.then(|| l.tokens.saturating_sub(args.output_tokens))
     });
     let lengths = points::cap_prompt(lengths, max_resolved, prompt_limit.as_ref())?;
-    let reps = if args.needle {
-        args.reps.max(plan.depths.len() as u32)
-    } else {
-        args.reps
+    let reps = match &plan.accuracy {
+        Some(a) => a.tasks.per_length(),
+        None if args.needle => args.reps.max(plan.depths.len() as u32),
+        None => args.reps,
     };
+    if let Some(a) = &plan.accuracy {
+        // Lengths resolved from the server (`max`) are checked here, still before any
+        // request is sent.
+        a.check_lengths(&lengths, &plan.depths, plan.style())?;
+    }
     eprintln!("{}", describe_target(&info, &conn.model, &lengths, reps));
     print_notes(&info);
     let keep_alive: Arc<dyn Backend> = Arc::from(conn.backend);
@@ -82,7 +87,7 @@ pub(super) async fn prepare(
     let mut nonce = NonceSource::from_entropy();
     let prompts = PromptSource::prepare_with(
         backend.as_ref(),
-        args.needle,
+        args.needle || plan.accuracy.is_some(),
         ceiling,
         &mut nonce,
         plan.content.as_ref(),
@@ -125,7 +130,19 @@ pub(super) async fn prepare(
             method: args.method.name().to_string(),
             cache_bust: args.cache_bust.name().to_string(),
             needle: args.needle,
-            needle_depths: if args.needle {
+            tasks: plan
+                .accuracy
+                .as_ref()
+                .map(|a| a.names())
+                .unwrap_or_default(),
+            samples: plan.accuracy.as_ref().map(|a| a.tasks.samples),
+            accuracy_threshold: plan
+                .accuracy
+                .as_ref()
+                .map(|_| args.accuracy.accuracy_threshold.clone()),
+            prompt_style: (args.needle || plan.accuracy.is_some())
+                .then(|| plan.style().name().to_string()),
+            needle_depths: if args.needle || plan.accuracy.is_some() {
                 plan.depths.clone()
             } else {
                 Vec::new()

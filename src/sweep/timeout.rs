@@ -36,6 +36,15 @@ impl TimeoutPolicy {
         }
     }
 
+    /// The predicted time of a request (`--timeout auto` only: a fixed deadline keeps no
+    /// measurements), an upper-side estimate from the points measured so far.
+    pub fn predicted_s(&self, context_tokens: u64, output_tokens: u64) -> Option<f64> {
+        match self {
+            TimeoutPolicy::Fixed(_) => None,
+            TimeoutPolicy::Auto(p) => p.predicted_s(context_tokens, output_tokens),
+        }
+    }
+
     pub fn observe(&mut self, context_tokens: u64, ttft_s: f64, decode_tps: Option<f64>) {
         if let TimeoutPolicy::Auto(p) = self {
             p.observe(context_tokens, ttft_s, decode_tps);

@@ -68,11 +68,11 @@ fn text(p: Prompt) -> String {
     }
 }
 
-/// `text` with `n` pad words before the needle question (or at the end).
-fn padded(text: &str, pad: &str, n: u64) -> String {
+/// `text` with `n` pad words before its question `tail` (or at the end).
+fn padded(text: &str, pad: &str, n: u64, tail: &str) -> String {
     let pads = pad.repeat(n as usize);
-    match text.strip_suffix(NEEDLE_QUESTION) {
-        Some(body) => format!("{body}{pads}{NEEDLE_QUESTION}"),
+    match text.strip_suffix(tail).filter(|_| !tail.is_empty()) {
+        Some(body) => format!("{body}{pads}{tail}"),
         None => format!("{text}{pads}"),
     }
 }
@@ -81,10 +81,7 @@ impl ExactText {
     /// `None` when the server has no tokenizer or no word pads by one token.
     pub async fn prepare(backend: &dyn Backend, with_needle: bool) -> anyhow::Result<Option<Self>> {
         let mut nonce = NonceSource::from_entropy();
-        let needle = with_needle.then(|| Needle {
-            depth: 0.5,
-            expected: "okapi".into(),
-        });
+        let needle = with_needle.then(|| Needle::secret(0.5, "okapi"));
         let mut counts = Vec::new();
         for words in [CALIBRATION_WORDS.0, CALIBRATION_WORDS.1] {
             let t = text(prompt::build_text(words, Some(&mut nonce), needle.as_ref()));
@@ -104,7 +101,8 @@ impl ExactText {
         let n0 = count(backend, &base).await?;
         for word in PAD_CANDIDATES {
             let pad = format!(" {word}");
-            let n = count(backend, &padded(&base, &pad, PAD_PROBE as u64)).await?;
+            let tail = if with_needle { NEEDLE_QUESTION } else { "" };
+            let n = count(backend, &padded(&base, &pad, PAD_PROBE as u64, tail)).await?;
             if n == n0 + PAD_PROBE as u64 {
                 return Ok(Some(ExactText {
                     cal,
@@ -125,16 +123,14 @@ impl ExactText {
     ) -> anyhow::Result<Option<Self>> {
         let mut counter = Counter::Probe(Box::new(NonceSource::from_entropy()));
         let mut nonce = NonceSource::from_entropy();
-        let needle = with_needle.then(|| Needle {
-            depth: 0.5,
-            expected: "okapi".into(),
-        });
+        let needle = with_needle.then(|| Needle::secret(0.5, "okapi"));
         let head = prompt::text_head(Some(&mut nonce));
         let base = prompt::filler_text(&head, CALIBRATION_WORDS.0, needle.as_ref());
         let n0 = counter.count(backend, &base, &head).await?;
         for word in PAD_CANDIDATES {
             let pad = format!(" {word}");
-            let text = padded(&base, &pad, PAD_PROBE as u64);
+            let tail = if with_needle { NEEDLE_QUESTION } else { "" };
+            let text = padded(&base, &pad, PAD_PROBE as u64, tail);
             if counter.count(backend, &text, &head).await? == n0 + PAD_PROBE as u64 {
                 return Ok(Some(ExactText { cal, pad, counter }));
             }
@@ -170,12 +166,14 @@ impl ExactText {
     /// probes). `compose(k)` is the whole prompt text with `k` body units (at most
     /// `available`), starting with `head` (the nonce); the nonce and needle are fixed. With
     /// the tokenizer it starts at `units_for(tokens)` units and only ever gets fewer; with
-    /// probes it may also grow, up to `available`.
+    /// probes it may also grow, up to `available`. Pads go before `tail`, the question that
+    /// ends the text (empty when none does).
     pub async fn build(
         &mut self,
         backend: &dyn Backend,
         tokens: u64,
         head: &str,
+        tail: &str,
         available: usize,
         compose: &(dyn Fn(usize) -> String + Send + Sync),
     ) -> anyhow::Result<Built> {
@@ -209,7 +207,7 @@ impl ExactText {
                     pads += tokens - n;
                     if probes {
                         // Each pad word adds one token (checked when preparing): no recount.
-                        current = padded(&base, &self.pad, pads);
+                        current = padded(&base, &self.pad, pads, tail);
                         n = tokens;
                         break;
                     }
@@ -224,13 +222,13 @@ impl ExactText {
                 base = compose(units);
                 pads = 0;
             }
-            current = padded(&base, &self.pad, pads);
+            current = padded(&base, &self.pad, pads, tail);
             n = self.counter.count(backend, &current, head).await?;
         }
         if probes && n < tokens {
             // Out of rounds, short: the pad arithmetic finishes it without another probe.
             pads += tokens - n;
-            current = padded(&base, &self.pad, pads);
+            current = padded(&base, &self.pad, pads, tail);
         }
         Ok(Built {
             prompt: Prompt::Text(current),
@@ -263,9 +261,10 @@ mod tests {
     fn padding_goes_before_the_question() {
         let q = format!("a b{NEEDLE_QUESTION}");
         assert_eq!(
-            padded(&q, " the", 2),
+            padded(&q, " the", 2, NEEDLE_QUESTION),
             format!("a b the the{NEEDLE_QUESTION}")
         );
-        assert_eq!(padded("a b", " the", 1), "a b the");
+        assert_eq!(padded("a b", " the", 1, ""), "a b the");
+        assert_eq!(padded("a b?", " the", 1, "?"), "a b the?");
     }
 }

@@ -14,8 +14,8 @@ pub mod stream;
 pub mod vocab_ids;
 
 pub use prompt::{
-    Built, FILLER, IdVocabulary, NEEDLE_QUESTION, NONCE_TOKENS, Needle, NonceSource, PromptMode,
-    TextCalibration, first_symbol, needle_for,
+    Built, FILLER, Fact, Graded, IdVocabulary, NEEDLE_QUESTION, NONCE_TOKENS, Needle, NeedleIds,
+    NonceSource, PromptMode, TextCalibration, first_symbol, needle_for,
 };
 pub use source::PromptSource;
 

@@ -86,14 +86,52 @@ impl PromptMode {
 
 /// A fact hidden in a prompt.
 #[derive(Debug, Clone, PartialEq)]
+pub struct Fact {
+    /// Where it sits, as a fraction of the haystack.
+    pub depth: f64,
+    /// The sentence, with its leading space.
+    pub text: String,
+}
+
+/// What a prompt hides and asks: facts at depths in the haystack, an optional preamble
+/// after the nonce (a task's instruction), and the question that ends the prompt. The
+/// `--needle` check is one fact and [`NEEDLE_QUESTION`]; `--tasks` items are built by
+/// `crate::accuracy`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Needle {
     pub depth: f64,
+    /// The first expected answer (the one `--needle` checks).
     pub expected: String,
+    pub facts: Vec<Fact>,
+    /// Text between the nonce head and the haystack (empty for `--needle`).
+    pub preamble: String,
+    /// Text that ends the prompt, leading space included.
+    pub question: String,
+    /// `--tasks`: the task graded on the answer (`None`: the `--needle` check).
+    pub graded: Option<Graded>,
+}
+
+/// A task item's name and the strings its answer must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Graded {
+    pub task: String,
+    pub expected: Vec<String>,
 }
 
 impl Needle {
-    pub fn sentence(&self) -> String {
-        format!(" The secret animal is {}.", self.expected)
+    /// The `--needle` fact: "The secret animal is X." at `depth`.
+    pub fn secret(depth: f64, expected: &str) -> Needle {
+        Needle {
+            depth,
+            expected: expected.to_string(),
+            facts: vec![Fact {
+                depth,
+                text: format!(" The secret animal is {expected}."),
+            }],
+            preamble: String::new(),
+            question: NEEDLE_QUESTION.to_string(),
+            graded: None,
+        }
     }
 
     /// Normalised match: the expected word appears among the answer's words.
@@ -102,6 +140,13 @@ impl Needle {
         answer
             .split(|c: char| !c.is_alphanumeric())
             .any(|w| normalise(w) == want)
+    }
+
+    /// The facts in body order (shallowest first; a stable sort keeps ties as given).
+    pub fn ordered_facts(&self) -> Vec<&Fact> {
+        let mut facts: Vec<&Fact> = self.facts.iter().collect();
+        facts.sort_by(|a, b| a.depth.total_cmp(&b.depth));
+        facts
     }
 }
 
@@ -119,10 +164,7 @@ pub fn needle_for(seed: u64, context_tokens: u64, rep: u32, depth: f64) -> Needl
             ^ u64::from(rep) << 48
             ^ (depth * 1000.0) as u64,
     );
-    Needle {
-        depth,
-        expected: ANIMALS[rng.random_range(0..ANIMALS.len())].to_string(),
-    }
+    Needle::secret(depth, ANIMALS[rng.random_range(0..ANIMALS.len())])
 }
 
 /// Token ids of the pieces a token-id prompt is assembled from.
@@ -286,12 +328,33 @@ pub fn first_symbol(prompt: &Prompt) -> Option<u64> {
     }
 }
 
+/// A needle's parts as token ids: the preamble, each fact at its depth, the question.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NeedleIds {
+    pub preamble: Vec<u32>,
+    pub facts: Vec<(f64, Vec<u32>)>,
+    pub question: Vec<u32>,
+}
+
+impl NeedleIds {
+    /// Ids the structure takes besides the haystack.
+    pub fn len(&self) -> usize {
+        self.preamble.len()
+            + self.question.len()
+            + self.facts.iter().map(|(_, f)| f.len()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Build a token-id prompt of exactly `tokens` ids (when `tokens` leaves room for the parts).
 pub fn build_ids(
     vocab: &IdVocabulary,
     tokens: u64,
     nonce: Option<&mut NonceSource>,
-    needle: Option<(&Needle, &[u32])>,
+    needle: Option<&NeedleIds>,
 ) -> Prompt {
     let parts = IdParts::new(vocab, tokens, nonce, needle);
     let body = vocab
@@ -304,14 +367,12 @@ pub fn build_ids(
     parts.assemble(body)
 }
 
-/// A token-id prompt but its body: the nonce head, the needle's fact and the question, and
+/// A token-id prompt but its body: the nonce head, the needle's facts and question, and
 /// how many body ids make the length exact.
 pub struct IdParts<'a> {
     total: usize,
     head: Vec<u32>,
-    fact: &'a [u32],
-    tail: &'a [u32],
-    depth: Option<f64>,
+    needle: Option<&'a NeedleIds>,
     pub body_len: usize,
 }
 
@@ -320,7 +381,7 @@ impl<'a> IdParts<'a> {
         vocab: &'a IdVocabulary,
         tokens: u64,
         nonce: Option<&mut NonceSource>,
-        needle: Option<(&Needle, &'a [u32])>,
+        needle: Option<&'a NeedleIds>,
     ) -> Self {
         let total = tokens as usize;
         let mut head = match nonce {
@@ -328,34 +389,49 @@ impl<'a> IdParts<'a> {
             None => Vec::new(),
         };
         head.truncate(total);
-        let tail: &[u32] = if needle.is_some() {
-            &vocab.question
-        } else {
-            &[]
-        };
-        let fact: &[u32] = needle.map(|(_, ids)| ids).unwrap_or(&[]);
+        let structure = needle.map_or(0, NeedleIds::len);
         IdParts {
             total,
-            body_len: total.saturating_sub(head.len() + tail.len() + fact.len()),
+            body_len: total.saturating_sub(head.len() + structure),
             head,
-            fact,
-            tail,
-            depth: needle.map(|(n, _)| n.depth),
+            needle,
         }
     }
 
-    /// The prompt with `body` (`body_len` ids) and the fact spliced in at its depth.
-    pub fn assemble(self, mut body: Vec<u32>) -> Prompt {
-        if let Some(depth) = self.depth {
-            let at = ((body.len() as f64) * depth.clamp(0.0, 1.0)).round() as usize;
-            body.splice(at..at, self.fact.iter().copied());
-        }
+    /// The prompt with `body` (`body_len` ids) and the facts spliced in at their depths.
+    pub fn assemble(self, body: Vec<u32>) -> Prompt {
         let mut ids = self.head;
-        ids.extend(body);
-        ids.extend_from_slice(self.tail);
+        match self.needle {
+            None => ids.extend(body),
+            Some(n) => {
+                ids.extend_from_slice(&n.preamble);
+                let facts: Vec<(f64, &[u32])> =
+                    n.facts.iter().map(|(d, f)| (*d, f.as_slice())).collect();
+                ids.extend(splice_facts(body, &facts));
+                ids.extend_from_slice(&n.question);
+            }
+        }
         ids.truncate(self.total);
         Prompt::Ids(ids)
     }
+}
+
+/// `body` with each fact inserted at its depth (a fraction of the body), in depth order.
+fn splice_facts<T: Clone>(body: Vec<T>, facts: &[(f64, &[T])]) -> Vec<T> {
+    let mut order: Vec<&(f64, &[T])> = facts.iter().collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = body.len();
+    let mut out = Vec::with_capacity(n + facts.iter().map(|f| f.1.len()).sum::<usize>());
+    let mut from = 0;
+    for (depth, fact) in order {
+        let at = ((n as f64) * depth.clamp(0.0, 1.0)).round() as usize;
+        let at = at.clamp(from, n);
+        out.extend_from_slice(&body[from..at]);
+        out.extend_from_slice(fact);
+        from = at;
+    }
+    out.extend_from_slice(&body[from..]);
+    out
 }
 
 /// Build a text prompt of about `words` filler words.
@@ -367,24 +443,17 @@ pub fn build_text(
     Prompt::Text(filler_text(&text_head(nonce), words, needle))
 }
 
-/// The head, `words` filler words with the needle at its depth, and the question last.
+/// The head, `words` filler words with the needle's facts at their depths, and the
+/// question last.
 pub fn filler_text(head: &str, words: usize, needle: Option<&Needle>) -> String {
-    let filler: Vec<&str> = FILLER.split_whitespace().collect();
-    let mut body: Vec<String> = filler
-        .iter()
-        .cycle()
-        .take(words)
-        .map(|w| (*w).to_string())
-        .collect();
-    if let Some(n) = needle {
-        let at = ((words as f64) * n.depth.clamp(0.0, 1.0)).round() as usize;
-        body.insert(at.min(body.len()), n.sentence().trim().to_string());
+    let filler = FILLER.split_whitespace().cycle().take(words);
+    match needle {
+        None => format!("{head} {}", filler.collect::<Vec<_>>().join(" ")),
+        Some(_) => {
+            let pieces: Vec<String> = filler.map(|w| format!(" {w}")).collect();
+            text_from_pieces(head, &pieces, needle)
+        }
     }
-    let mut text = format!("{head} {}", body.join(" "));
-    if needle.is_some() {
-        text.push_str(NEEDLE_QUESTION);
-    }
-    text
 }
 
 /// The head of a text prompt: the nonce, or without one (`--cache-bust off`) a fixed header
@@ -398,22 +467,32 @@ pub fn text_head(nonce: Option<&mut NonceSource>) -> String {
 }
 
 /// A text prompt from the user's content: the head, the pieces as they are (whitespace and
-/// lines kept), the needle sentence at its depth, the question last.
+/// lines kept), the needle's preamble first and its facts at their depths, the question
+/// last.
 pub fn text_from_pieces(head: &str, pieces: &[String], needle: Option<&Needle>) -> String {
-    let at = needle.map_or(pieces.len(), |n| {
-        ((pieces.len() as f64) * n.depth.clamp(0.0, 1.0)).round() as usize
-    });
-    let mut text = format!("{head} {}", pieces[..at].concat());
-    if let Some(n) = needle {
-        if !text.ends_with(char::is_whitespace) {
-            text.push(' ');
-        }
-        text.push_str(n.sentence().trim());
+    let Some(n) = needle else {
+        return format!("{head} {}", pieces.concat());
+    };
+    let facts: Vec<(f64, String)> = n
+        .facts
+        .iter()
+        .map(|f| (f.depth, format!(" {} ", f.text.trim())))
+        .collect();
+    let refs: Vec<(f64, &[String])> = facts
+        .iter()
+        .map(|(d, t)| (*d, std::slice::from_ref(t)))
+        .collect();
+    let body = splice_facts(pieces.to_vec(), &refs).concat();
+    let mut text = head.to_string();
+    if !n.preamble.is_empty() {
         text.push(' ');
-        text.push_str(&pieces[at..].concat());
-        text.truncate(text.trim_end().len());
-        text.push_str(NEEDLE_QUESTION);
+        text.push_str(n.preamble.trim());
     }
+    if !body.starts_with(char::is_whitespace) {
+        text.push(' ');
+    }
+    text.push_str(body.trim_end());
+    text.push_str(&n.question);
     text
 }
 
@@ -485,12 +564,13 @@ mod tests {
     #[test]
     fn needle_sits_at_its_depth_and_question_ends_the_prompt() {
         let v = vocab();
-        let needle = Needle {
-            depth: 0.25,
-            expected: "okapi".into(),
-        };
         let fact = [1u32, 2, 3];
-        let Prompt::Ids(ids) = build_ids(&v, 1000, None, Some((&needle, &fact))) else {
+        let needle = NeedleIds {
+            preamble: Vec::new(),
+            facts: vec![(0.25, fact.to_vec())],
+            question: vec![7, 8, 9],
+        };
+        let Prompt::Ids(ids) = build_ids(&v, 1000, None, Some(&needle)) else {
             panic!()
         };
         assert_eq!(ids.len(), 1000);
@@ -501,10 +581,7 @@ mod tests {
 
     #[test]
     fn needle_check_is_normalised() {
-        let n = Needle {
-            depth: 0.5,
-            expected: "Okapi".into(),
-        };
+        let n = Needle::secret(0.5, "Okapi");
         assert!(n.check(" okapi."));
         assert!(n.check("The answer is OKAPI"));
         assert!(!n.check("okapis"));
@@ -528,10 +605,7 @@ mod tests {
     #[test]
     fn text_prompts_carry_nonce_needle_and_question() {
         let mut n = NonceSource::seeded(2);
-        let needle = Needle {
-            depth: 0.5,
-            expected: "yak".into(),
-        };
+        let needle = Needle::secret(0.5, "yak");
         let Prompt::Text(t) = build_text(200, Some(&mut n), Some(&needle)) else {
             panic!()
         };

@@ -4,7 +4,7 @@
 use super::body::Body;
 use super::content::{Content, ContentKind};
 use super::prompt::{
-    self, Built, FILLER, IdVocabulary, NEEDLE_QUESTION, Needle, NonceSource, PromptMode,
+    self, Built, FILLER, IdVocabulary, NEEDLE_QUESTION, Needle, NeedleIds, NonceSource, PromptMode,
     TextCalibration,
 };
 use crate::backend::{Backend, GenRequest, Prompt};
@@ -21,6 +21,7 @@ enum Mode {
         vocab: IdVocabulary,
         origin: IdOrigin,
         /// Tokenized needle sentences, by expected answer.
+        /// Tokenized needle texts (preambles, facts, questions), by text.
         needles: HashMap<String, Vec<u32>>,
     },
     Text {
@@ -241,18 +242,11 @@ impl PromptSource {
     ) -> anyhow::Result<Built> {
         match &mut self.mode {
             Mode::Ids { vocab, needles, .. } => {
-                let fact = match needle {
-                    Some(n) => {
-                        if !needles.contains_key(&n.expected) {
-                            let ids = backend.tokenize(&n.sentence()).await?.ok_or_else(|| {
-                                anyhow::anyhow!("the server's tokenize endpoint disappeared")
-                            })?;
-                            needles.insert(n.expected.clone(), ids);
-                        }
-                        needles.get(&n.expected).map(|ids| (n, ids.as_slice()))
-                    }
+                let ids = match needle {
+                    Some(n) => Some(needle_ids(backend, needles, n).await?),
                     None => None,
                 };
+                let fact = ids.as_ref();
                 let (prompt, source) = match &mut self.body {
                     None => (prompt::build_ids(vocab, tokens, nonce, fact), None),
                     Some(body) => {
@@ -273,7 +267,13 @@ impl PromptSource {
                 })
             }
             Mode::Text { cal, ceiling } => {
-                let words = cal.words_for(text_target(tokens, *ceiling));
+                // The needle's structure takes tokens the filler words would: fewer words.
+                let structure = match needle {
+                    Some(n) => structure_tokens(backend, n, cal).await,
+                    None => 0,
+                };
+                let target = text_target(tokens, *ceiling).saturating_sub(structure);
+                let words = cal.words_for(target.max(1));
                 Ok(match &mut self.body {
                     None => Built {
                         prompt: prompt::build_text(words, nonce, needle),
@@ -293,18 +293,21 @@ impl PromptSource {
             }
             Mode::Exact(exact) => {
                 let head = prompt::text_head(nonce);
+                let tail = needle.map_or("", |n| n.question.as_str());
                 match &mut self.body {
                     None => {
                         let compose = |k| prompt::filler_text(&head, k, needle);
                         let units = exact.units_for(tokens);
-                        exact.build(backend, tokens, &head, units, &compose).await
+                        exact
+                            .build(backend, tokens, &head, tail, units, &compose)
+                            .await
                     }
                     Some(body) => {
                         let (pieces, source) = body.take_pieces(exact.units_to_take(tokens))?;
                         let compose =
                             |k: usize| prompt::text_from_pieces(&head, &pieces[..k], needle);
                         let mut built = exact
-                            .build(backend, tokens, &head, pieces.len(), &compose)
+                            .build(backend, tokens, &head, tail, pieces.len(), &compose)
                             .await?;
                         built.source = Some(source);
                         Ok(built)
@@ -314,6 +317,67 @@ impl PromptSource {
         }
     }
 }
+
+/// A needle's parts as ids from the server's tokenizer, each text tokenized once a run.
+async fn needle_ids(
+    backend: &dyn Backend,
+    cache: &mut HashMap<String, Vec<u32>>,
+    n: &Needle,
+) -> anyhow::Result<NeedleIds> {
+    let mut texts: Vec<&str> = vec![&n.preamble, &n.question];
+    texts.extend(n.facts.iter().map(|f| f.text.as_str()));
+    for t in texts {
+        if !t.is_empty() && !cache.contains_key(t) {
+            let ids = backend
+                .tokenize(t)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("the server's tokenize endpoint disappeared"))?;
+            cache.insert(t.to_string(), ids);
+        }
+    }
+    let ids = |t: &str| cache.get(t).cloned().unwrap_or_default();
+    Ok(NeedleIds {
+        preamble: ids(&n.preamble),
+        facts: n.facts.iter().map(|f| (f.depth, ids(&f.text))).collect(),
+        question: ids(&n.question),
+    })
+}
+
+/// Tokens a calibrated text spends on a needle's structure (preamble, facts, question):
+/// counted by the server's tokenizer where it has one (no prefill), else estimated from the
+/// calibration's tokens per word, a digit a token. The "secret animal" probe the
+/// calibration itself carried is already counted.
+async fn structure_tokens(backend: &dyn Backend, n: &Needle, cal: &TextCalibration) -> u64 {
+    if n.graded.is_none() {
+        return 0;
+    }
+    let probe = Needle::secret(0.5, CALIBRATION_ANSWER);
+    let mine = count_structure(backend, n, cal).await;
+    mine.saturating_sub(count_structure(backend, &probe, cal).await)
+}
+
+async fn count_structure(backend: &dyn Backend, n: &Needle, cal: &TextCalibration) -> u64 {
+    let text: String = [n.preamble.as_str(), n.question.as_str()]
+        .into_iter()
+        .chain(n.facts.iter().map(|f| f.text.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Ok(Some(ids)) = backend.tokenize(&text).await {
+        return ids.len() as u64;
+    }
+    let digits = text.bytes().filter(u8::is_ascii_digit).count() as f64;
+    let words = text
+        .split_whitespace()
+        .filter(|w| {
+            !w.bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_punctuation())
+        })
+        .count() as f64;
+    (digits + words * cal.tokens_per_word).round() as u64
+}
+
+/// The answer of the needle the text calibration carries.
+const CALIBRATION_ANSWER: &str = "okapi";
 
 /// Token-id prompts for an API that takes them: the filler's ids from the server's
 /// tokenizer, else from its words one at a time, else ordinary ids from its vocabulary.
@@ -347,11 +411,8 @@ async fn ids_mode(
         Err(_) => Some(Vec::new()),
     };
     if with_needle {
-        let probe = Needle {
-            depth: 0.5,
-            expected: "okapi".into(),
-        };
-        if let Err(e) = backend.tokenize(&probe.sentence()).await {
+        let probe = Needle::secret(0.5, CALIBRATION_ANSWER);
+        if let Err(e) = backend.tokenize(&probe.facts[0].text).await {
             anyhow::bail!(
                 "--needle: needles are text the server must tokenize, and its tokenizer \
                  failed on a needle sentence ({e}); run without --needle to measure \
@@ -446,10 +507,7 @@ async fn calibrate(
     nonce: &mut NonceSource,
     make: &(dyn Fn(usize, &mut NonceSource, Option<&Needle>) -> Prompt + Send + Sync),
 ) -> anyhow::Result<TextCalibration> {
-    let needle = with_needle.then(|| Needle {
-        depth: 0.5,
-        expected: "okapi".into(),
-    });
+    let needle = with_needle.then(|| Needle::secret(0.5, CALIBRATION_ANSWER));
     let mut counts = Vec::new();
     for words in [CALIBRATION_WORDS.0, CALIBRATION_WORDS.1] {
         let req = GenRequest {

@@ -32,6 +32,10 @@ pub fn run_record(model: &str, lengths: &[u64], reps: u32) -> RunRecord {
             simulator: None,
             depth: None,
             content: None,
+            tasks: Vec::new(),
+            samples: None,
+            accuracy_threshold: None,
+            prompt_style: None,
         },
     }
 }

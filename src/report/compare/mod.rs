@@ -1,6 +1,7 @@
 //! Comparing two runs point by point: per common length, each metric's medians, the ratio
 //! B/A and a bootstrap interval from the repetitions, with changes inside the noise marked.
 
+pub mod accuracy;
 pub mod bootstrap;
 pub mod depth;
 pub mod html;

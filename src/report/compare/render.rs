@@ -16,7 +16,7 @@ pub const HEADER: [&str; 7] = [
 ];
 
 pub fn render(c: &Comparison, format: Format) -> String {
-    let depth = super::depth::text(&c.depth, format);
+    let depth = super::depth::text(&c.depth, format) + &super::accuracy::text(c, format);
     match format {
         Format::Table => table(c) + &super::spec::text(&c.spec, "  ") + &depth,
         Format::Markdown => markdown(c) + &super::spec::text(&c.spec, "- ") + &depth,
@@ -170,5 +170,6 @@ pub fn to_json(c: &Comparison) -> Value {
         "notes": c.notes,
         "depth": super::depth::json(&c.depth),
         "spec": super::spec::json(&c.spec),
+        "accuracy": super::accuracy::json(c),
     })
 }

@@ -1,6 +1,7 @@
 //! The HTML report of one run: a pure function of its records, one self-contained page
 //! (inline SVG and CSS, nothing fetched) that `sweep --html` rewrites after every point.
 
+mod accuracy;
 mod fit;
 pub mod page;
 mod samples;
@@ -34,6 +35,7 @@ pub fn render(
     body.push_str(&crate::report::spec::html(summary));
     body.push_str(&crate::report::depth::html(summary));
     body.push_str(&fit::section(summary, &fit));
+    body.push_str(&accuracy::section(run, summary));
     body.push_str(&samples::needle_grid(summary));
     body.push_str(&samples::flagged(samples, errors));
     body.push_str(&run_section(run));
