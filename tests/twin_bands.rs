@@ -32,6 +32,32 @@ async fn measure(
     files
 }
 
+/// The simulator with t0, p0, d0, d2 and max-running given (q and d1 zero, a 2048-token
+/// budget, a 16k context).
+async fn sim_with(t0: &str, p0: &str, d0: &str, d2: &str, slots: &str) -> ctxbench::sim::SimServer {
+    common::sim(&[
+        "--sim-t0",
+        t0,
+        "--sim-p0",
+        p0,
+        "--sim-q",
+        "0",
+        "--sim-d0",
+        d0,
+        "--sim-d1",
+        "0",
+        "--sim-d2",
+        d2,
+        "--max-running",
+        slots,
+        "--max-batch-tokens",
+        "2048",
+        "--context-length",
+        "16384",
+    ])
+    .await
+}
+
 fn summary(r: &CheckReport) {
     println!("{}", render(r));
 }
@@ -41,27 +67,7 @@ async fn calibrated_bands_cover_held_out_cells_of_the_simulator() {
     let _timing = timing_lock().await;
     // Steps of milliseconds to tens of ms, so that the client's own noise on these shared
     // cores (≈ 1 ms) is a few per cent of a figure.
-    let sim = common::sim(&[
-        "--sim-t0",
-        "0.02",
-        "--sim-p0",
-        "20000",
-        "--sim-q",
-        "0",
-        "--sim-d0",
-        "0.006",
-        "--sim-d1",
-        "0",
-        "--sim-d2",
-        "0.002",
-        "--max-running",
-        "4",
-        "--max-batch-tokens",
-        "2048",
-        "--context-length",
-        "16384",
-    ])
-    .await;
+    let sim = sim_with("0.02", "20000", "0.006", "0.002", "4").await;
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("sim.json");
     let args = calibrate_args(
@@ -126,6 +132,11 @@ async fn calibrated_bands_cover_held_out_cells_of_the_simulator() {
     for files in [&closed, &open] {
         let r = check(&twin, files, None).expect("check runs");
         summary(&r);
+        // The picture: the band shaded, the measured points over it, coverage captioned.
+        let html = ctxbench::twin::check_html::render(&r);
+        assert!(html.contains(r#"class="shade-area""#), "a shaded band");
+        assert!(html.contains(r#"data-series="measured""#));
+        assert!(html.contains("inside their 90 % bands"));
         for f in r.per_figure() {
             inside += f.inside;
             total += f.measured;
@@ -145,27 +156,7 @@ async fn calibrated_bands_cover_held_out_cells_of_the_simulator() {
 async fn a_server_whose_decode_does_not_batch_is_predicted_or_warned_about() {
     let _timing = timing_lock().await;
     // Every decoding request pays the whole 4 ms step: no weight read is shared.
-    let sim = common::sim(&[
-        "--sim-t0",
-        "0.01",
-        "--sim-p0",
-        "40000",
-        "--sim-q",
-        "0",
-        "--sim-d0",
-        "0",
-        "--sim-d1",
-        "0",
-        "--sim-d2",
-        "0.004",
-        "--max-running",
-        "8",
-        "--max-batch-tokens",
-        "2048",
-        "--context-length",
-        "16384",
-    ])
-    .await;
+    let sim = sim_with("0.01", "40000", "0", "0.004", "8").await;
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("serial.json");
     // Calibrated at one and two clients only: batch 6 is beyond the envelope.

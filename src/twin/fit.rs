@@ -24,6 +24,53 @@ fn half_width(e: &Estimate) -> f64 {
     e.ci95.map_or(0.0, |[lo, hi]| (hi - lo) / 2.0)
 }
 
+/// The prefill terms: from the law where its linear term is positive; else (the
+/// non-negative fit put it at 0, so p0 would be infinite: TTFT over the lengths did not
+/// separate the linear and quadratic terms, as on a host whose contention swamps the short
+/// prompts) from a straight line through the same points, q = 0, all three marked
+/// unidentified. `None` when even the line is flat.
+fn prefill_terms(
+    law: &TtftFit,
+    pts: &[(u64, f64)],
+    what: &str,
+) -> Option<(Estimate, Estimate, Estimate)> {
+    if law.b_s_per_token > 0.0 {
+        return Some(prefill(law, what));
+    }
+    let line = fit_decode_step(pts)?;
+    // A slope that adds under 0.1 % to the longest prompt's TTFT is rounding, not a rate.
+    let longest = pts.iter().map(|p| p.0).max()? as f64;
+    if line.e_s_per_token * longest <= 1e-3 * line.d_s.max(0.0) || line.e_s_per_token <= 0.0 {
+        return None;
+    }
+    let why = format!(
+        "the TTFT fit over {} lengths put the linear prefill term at 0 (it could not tell the \
+         linear and quadratic terms apart): fitted as a straight line, q = 0; calibrate on a \
+         quieter host, with more repetitions (--reps 5) or longer prompts (--max-length)",
+        law.n
+    );
+    let ci = line.ci95;
+    let t0 = Estimate::new(
+        line.d_s,
+        ci.and_then(|c| interval(c.d_s.0, c.d_s.1)),
+        format!("{what}, straight line: intercept"),
+    )
+    .unidentified(why.clone());
+    let p0_ci = ci.and_then(|c| {
+        let (lo, hi) = c.e_s_per_token;
+        (lo > 0.0).then(|| interval(1.0 / hi, 1.0 / lo)).flatten()
+    });
+    let p0 = Estimate::new(
+        1.0 / line.e_s_per_token,
+        p0_ci,
+        format!("{what}, straight line: 1 / slope"),
+    )
+    .unidentified(why.clone());
+    let q =
+        Estimate::new(0.0, None, format!("{what}, straight line: no n² term")).unidentified(why);
+    Some((t0, p0, q))
+}
+
 /// The prefill law as the engine's t0, p0, q (the law's n² coefficient is q/2).
 fn prefill(law: &TtftFit, what: &str) -> (Estimate, Estimate, Estimate) {
     let ci = law.ci95;
@@ -36,25 +83,7 @@ fn prefill(law: &TtftFit, what: &str) -> (Estimate, Estimate, Estimate) {
         let (lo, hi) = c.b_s_per_token;
         (lo > 0.0).then(|| interval(1.0 / hi, 1.0 / lo)).flatten()
     });
-    let b = law.b_s_per_token;
-    let p0 = if b > 0.0 {
-        Estimate::new(1.0 / b, p0_ci, format!("{what}: 1 / slope"))
-    } else {
-        // The non-negative fit put the linear term at 0 (TTFT grew no faster than the
-        // quadratic term allows): p0 would be infinite. The slowest rate the interval
-        // allows stands in, marked.
-        let hi = ci.map_or(0.0, |c| c.b_s_per_token.1);
-        let stand_in = if hi > 0.0 { 1.0 / hi } else { f64::INFINITY };
-        Estimate::new(
-            stand_in,
-            None,
-            format!("{what}: the linear term was fitted at 0; 1 / the interval's upper end"),
-        )
-        .unidentified(
-            "the TTFT fit put the linear prefill term at 0: calibrate with more repetitions \
-             (--reps 5) or longer prompts (--max-length)",
-        )
-    };
+    let p0 = Estimate::new(1.0 / law.b_s_per_token, p0_ci, format!("{what}: 1 / slope"));
     let q = Estimate::new(
         2.0 * law.c_s_per_token2,
         ci.and_then(|c| interval(2.0 * c.c_s_per_token2.0, 2.0 * c.c_s_per_token2.1)),
@@ -262,7 +291,7 @@ fn decode(
     let overhead = Estimate::new(
         0.0,
         None,
-        "not separable at concurrency ≤ 2 by a client: folded into t0 (prefill steps) and d0 \
+        "not separable by a client: folded into t0 (prefill steps) and d0 \
          (decode steps)",
     );
     let batch1 = cells
@@ -321,7 +350,7 @@ fn law_caveats(ttft: &TtftFit, step: &DecodeStepFit) -> Vec<Caveat> {
 }
 
 /// The sweep's two laws, or what is missing.
-fn laws(inputs: &Inputs) -> anyhow::Result<(TtftFit, DecodeStepFit)> {
+fn laws(inputs: &Inputs) -> anyhow::Result<(TtftFit, DecodeStepFit, Vec<(u64, f64)>)> {
     let ttft_pts: Vec<(u64, f64)> = inputs
         .sweep
         .iter()
@@ -344,14 +373,14 @@ fn laws(inputs: &Inputs) -> anyhow::Result<(TtftFit, DecodeStepFit)> {
     let step = fit_decode_step(&step_pts).ok_or_else(|| {
         anyhow::anyhow!("the decode law needs sweep samples at 2 or more lengths")
     })?;
-    Ok((ttft, step))
+    Ok((ttft, step, ttft_pts))
 }
 
 /// The step model's coefficients alone (one bootstrap replicate); `None` where the laws
 /// cannot be fitted or a coefficient is not usable by the engine.
 pub fn coefficients(inputs: &Inputs) -> Option<Coefficients> {
-    let (ttft, step) = laws(inputs).ok()?;
-    let (t0, p0, q) = prefill(&ttft, "");
+    let (ttft, step, pts) = laws(inputs).ok()?;
+    let (t0, p0, q) = prefill_terms(&ttft, &pts, "")?;
     let (d0, d1, d2, _, _) = decode(&step, &inputs.cells);
     let c = Coefficients {
         t0_s: t0.value,
@@ -366,19 +395,17 @@ pub fn coefficients(inputs: &Inputs) -> Option<Coefficients> {
 
 /// Fit a profile from gathered records; errors say what is missing or could not be fitted.
 pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
-    let (ttft, step) = laws(inputs)?;
+    let (ttft, step, pts) = laws(inputs)?;
     let info = inputs.server_info();
     let (limits, chunk) = limits::limits(&info, inputs.max_context_tokens);
     let what = format!("sweep TTFT fit, {} lengths", ttft.n);
-    let (t0, p0, q) = prefill(&ttft, &what);
-    if !p0.value.is_finite() {
-        anyhow::bail!(
-            "p0 cannot be fitted: the TTFT fit put the linear prefill term at 0 with no \
-             interval ({} lengths); calibrate with more repetitions (--reps 5) or more lengths \
-             (--max-length)",
+    let (t0, p0, q) = prefill_terms(&ttft, &pts, &what).ok_or_else(|| {
+        anyhow::anyhow!(
+            "p0 cannot be fitted: TTFT does not grow with the prompt over {} lengths; \
+             calibrate with more repetitions (--reps 5) or longer prompts (--max-length)",
             ttft.n
-        );
-    }
+        )
+    })?;
     let (d0, d1, d2, overhead, decode_quality) = decode(&step, &inputs.cells);
     let mut caveats = limits::caveats(&info, &limits);
     caveats.extend(law_caveats(&ttft, &step));
@@ -583,21 +610,38 @@ mod tests {
 
     #[test]
     fn a_vanished_linear_prefill_term_is_marked_not_written_as_infinity() {
-        // TTFT purely quadratic: the non-negative fit puts the linear term at 0.
+        // TTFT whose linear part is negative (short prompts swamped by the host, as on
+        // llama-server at load 9: 385 ms at 512 tokens): the non-negative fit puts the
+        // linear term at 0, and version 2 wrote p0 = 1/0 as null.
         let mut i = inputs();
         for p in &mut i.sweep {
             let x = p.prompt_tokens as f64;
-            p.ttft_s = T0 + 1e-9 * x * x;
+            p.ttft_s = T0 + 1e-9 * x * x - 1e-6 * x;
         }
-        match fit(&i) {
-            Ok(p) => {
-                assert!(p.step.p0_tps.value.is_finite(), "{:?}", p.step.p0_tps);
-                assert!(p.problems().is_empty(), "{:?}", p.problems());
-                let back = Profile::parse(&p.to_json_pretty(), "p.json").unwrap();
-                assert_eq!(back, p);
-            }
-            Err(e) => assert!(e.to_string().contains("p0"), "{e}"),
+        let p = fit(&i).expect("a straight line stands in");
+        let s = &p.step;
+        assert!(
+            s.p0_tps.value.is_finite() && s.p0_tps.value > 0.0,
+            "{:?}",
+            s.p0_tps
+        );
+        assert_eq!(s.q_s_per_token2.value, 0.0);
+        for e in [&s.t0_s, &s.p0_tps, &s.q_s_per_token2] {
+            let why = e.unidentified.as_deref().expect("marked");
+            assert!(
+                why.contains("straight line") && why.contains("--reps"),
+                "{why}"
+            );
         }
+        assert!(p.problems().is_empty(), "{:?}", p.problems());
+        let back = Profile::parse(&p.to_json_checked().unwrap(), "p.json").unwrap();
+        assert_eq!(back, p);
+        // Flat TTFT has no prefill rate at all: an error naming p0.
+        for p in &mut i.sweep {
+            p.ttft_s = T0;
+        }
+        let e = fit(&i).unwrap_err().to_string();
+        assert!(e.contains("p0"), "{e}");
     }
 
     #[test]

@@ -23,20 +23,7 @@ fn sweep_point(n: u64, reps: Vec<(f64, f64)>) -> SweepPoint {
 }
 
 fn cell(concurrency: u32, batch: u32, per_request: Vec<Vec<f64>>) -> Option<CellSteps> {
-    CellSteps {
-        concurrency,
-        batch,
-        context_tokens: 1024,
-        prompt_tokens: 1024,
-        output_tokens: 32,
-        itl_p50_s: 0.0,
-        itl_p50_ci95_s: [0.0, 0.0],
-        itl_mean_s: 0.0,
-        gaps: 0,
-        requests: 0,
-        per_request: Vec::new(),
-    }
-    .with_requests(per_request)
+    CellSteps::empty(concurrency, batch, 1024, 32).with_requests(per_request)
 }
 
 /// A positive time from 10 µs to 10 s, log-uniform, or an exact repeat of `1 ms` (flat

@@ -42,6 +42,23 @@ pub struct CellSteps {
 }
 
 impl CellSteps {
+    /// A cell's point with no gaps yet (`with_requests` fills them in).
+    pub fn empty(concurrency: u32, batch: u32, prompt_tokens: u64, output_tokens: u64) -> Self {
+        CellSteps {
+            concurrency,
+            batch,
+            context_tokens: prompt_tokens,
+            prompt_tokens,
+            output_tokens,
+            itl_p50_s: 0.0,
+            itl_p50_ci95_s: [0.0, 0.0],
+            itl_mean_s: 0.0,
+            gaps: 0,
+            requests: 0,
+            per_request: Vec::new(),
+        }
+    }
+
     /// Mean context of one request's decode steps.
     pub fn decode_context(&self) -> u64 {
         self.prompt_tokens + self.output_tokens / 2
@@ -147,17 +164,8 @@ pub fn cell_steps(cell: &CellRecord, c: u32, requests: &[&RequestRecord]) -> Vec
         .filter(|(_, per)| per.iter().map(Vec::len).sum::<usize>() >= MIN_GAPS)
         .filter_map(|(batch, per)| {
             let empty = CellSteps {
-                concurrency: c,
-                batch,
                 context_tokens: cell.cell.context_tokens,
-                prompt_tokens: prompt.round() as u64,
-                output_tokens: output.round() as u64,
-                itl_p50_s: 0.0,
-                itl_p50_ci95_s: [0.0, 0.0],
-                itl_mean_s: 0.0,
-                gaps: 0,
-                requests: 0,
-                per_request: Vec::new(),
+                ..CellSteps::empty(c, batch, prompt.round() as u64, output.round() as u64)
             };
             empty.with_requests(per)
         })
@@ -213,19 +221,7 @@ mod tests {
         let pattern: Vec<f64> = (0..40)
             .map(|i| if i % 5 == 4 { 0.005 } else { 0.001 })
             .collect();
-        let steps = CellSteps {
-            concurrency: 2,
-            batch: 2,
-            context_tokens: 1000,
-            prompt_tokens: 1000,
-            output_tokens: 41,
-            itl_p50_s: 0.0,
-            itl_p50_ci95_s: [0.0, 0.0],
-            itl_mean_s: 0.0,
-            gaps: 0,
-            requests: 0,
-            per_request: Vec::new(),
-        };
+        let steps = CellSteps::empty(2, 2, 1000, 41);
         let s = steps.with_requests(vec![pattern.clone(), pattern]).unwrap();
         assert!((s.itl_p50_s - 0.001).abs() < 1e-12);
         assert!((s.itl_mean_s - 0.0018).abs() < 1e-12);
