@@ -349,8 +349,11 @@ fn law_caveats(ttft: &TtftFit, step: &DecodeStepFit) -> Vec<Caveat> {
     out
 }
 
+/// The prefill law, the decode law, and the (prompt tokens, TTFT) points of the first.
+type Laws = (TtftFit, DecodeStepFit, Vec<(u64, f64)>);
+
 /// The sweep's two laws, or what is missing.
-fn laws(inputs: &Inputs) -> anyhow::Result<(TtftFit, DecodeStepFit, Vec<(u64, f64)>)> {
+fn laws(inputs: &Inputs) -> anyhow::Result<Laws> {
     let ttft_pts: Vec<(u64, f64)> = inputs
         .sweep
         .iter()
