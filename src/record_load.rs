@@ -455,6 +455,44 @@ pub struct CellRecord {
     /// first requests paid no connect); absent in files written before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_connections: Option<u64>,
+    /// Predicted cells only (`twin predict`): each figure's 90 % prediction interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<CellBand>,
+    /// `twin whatif --out`: the configuration this predicted cell ran under, e.g.
+    /// `{"max_running": 2}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<BTreeMap<String, f64>>,
+}
+
+/// A 90 % prediction interval `[lo, hi]`.
+pub type Interval = [f64; 2];
+
+/// TTFT's bands.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct TtftBand {
+    pub p50: Interval,
+    pub p99: Interval,
+}
+
+/// TPOT's band.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct TpotBand {
+    pub p50: Interval,
+}
+
+/// A predicted cell's 90 % prediction intervals: the coefficients' uncertainty (the fit
+/// over resampled calibration repetitions) with the server's run-to-run spread, widened
+/// over the interval of any term the calibration did not identify.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct CellBand {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_s: Option<TtftBand>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_s: Option<TpotBand>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tps: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<Interval>,
 }
 
 /// One length's knee: the largest load meeting the SLOs at the goodput target.

@@ -1,8 +1,9 @@
 //! The twin's fidelity against the real peer, end to end: calibrate against llama.cpp's
-//! llama-server (`-np 4`, tiny model, CPU, one compute thread) with the default plan (its
-//! closed-loop cells at concurrency ≤ 2), measure the issue's three held-out cells twice
-//! each — 1k prompts at concurrency 4 and 8 (8 queue behind 4 slots) and an open-loop
-//! Poisson cell — and hold the figures to the bounds `twin check` defines: 10 % on p50
+//! llama-server (`-np 4`, tiny model, CPU, one compute thread; `CTXBENCH_TWIN_THREADS=2`
+//! for two) with the default plan (its closed-loop cells at concurrency 1, 2 and 4, the
+//! slot limit), measure the issue's cells five times each — 1k prompts at concurrency 4
+//! and 8 (8 queue behind 4 slots) and an open-loop Poisson cell — and hold the figures
+//! to the bounds `twin check` defines: 10 % on p50
 //! TTFT, p50 TPOT, tok/s and goodput, 25 % on p90/p99 TTFT, never tighter than 1.5× the
 //! repeated measurements' own spread.
 //!
@@ -20,6 +21,11 @@
 //! the test measures that drift too — calibration's own c=1 cell again, after the held-out
 //! cells — and widens each bound by it: the twin is not asked to be closer to the server
 //! than the server is to its calibrated self.
+//!
+//! Bands (issue 35): every figure's 90 % band is printed with the share of measured values
+//! inside it, per figure and over all, and the coverage is held to 90 %. Then the what-if:
+//! the same profile predicts the server relaunched with `-np 2` (`--config max-running=2`),
+//! measured at concurrency 4, reported the same way.
 
 mod common;
 
@@ -120,7 +126,8 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     let _timing = timing_lock().await;
     let started = std::time::Instant::now();
     // One compute thread, as twin_llamacpp: two threads stall each other on a shared host.
-    let server = LlamaServer::start_with_args(4, &["-t", "1", "-tb", "1"]);
+    let threads = std::env::var("CTXBENCH_TWIN_THREADS").unwrap_or_else(|_| "1".into());
+    let server = LlamaServer::start_with_args(4, &["-t", &threads, "-tb", &threads]);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("llama.json");
     let c = common::llama::twin_calibrate(&server, &out).await;
@@ -164,7 +171,52 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         "host drift since calibration: c=1 tok/s {calibrated:.1} then {now:.1} ({:.1} %)",
         drift * 100.0
     );
+    // Coverage: each measured value of each banded figure against its band.
+    let (mut inside, mut total) = (0, 0);
+    for (report, _, _) in &reports {
+        for f in report.per_figure() {
+            inside += f.inside;
+            total += f.measured;
+            println!(
+                "cell {}: {} inside {}/{}, bias {:+.1} %, |error| {:.1} %, half-band {}",
+                report.cells[0].key.load_label(),
+                f.figure.name(),
+                f.inside,
+                f.measured,
+                f.bias * 100.0,
+                f.median_error * 100.0,
+                f.median_half_width
+                    .map_or("-".into(), |h| format!("{:.1} %", h * 100.0))
+            );
+        }
+    }
+    let coverage = inside as f64 / total.max(1) as f64;
+    println!("coverage: {inside}/{total} = {:.1} %", coverage * 100.0);
+
+    // The what-if: the server relaunched with two slots, predicted from this profile.
+    drop(server);
+    let two = LlamaServer::start_with_args(2, &["-t", &threads, "-tb", &threads]);
+    let relaunched = ctxbench::twin::whatif::configured(twin.clone(), &["max-running=2".into()])
+        .expect("a configuration");
+    let mut files = Vec::new();
+    for run in 0..3 {
+        let path = dir.path().join(format!("np2-{run}.jsonl"));
+        let path_s = path.display().to_string();
+        let mut flags = CELLS[0].0.to_vec();
+        flags.extend(["--out", &path_s]);
+        ctxbench::load::execute(load_args(&two.url, &flags))
+            .await
+            .expect("load runs");
+        files.push((path_s, ctxbench::resultfile::read(&path).unwrap()));
+    }
+    let whatif = check(&relaunched, &files, None).unwrap();
+    println!("what-if, -np 2:\n{}", render(&whatif));
+    drop(two);
     println!("whole test took {:.1} s", started.elapsed().as_secs_f64());
+    assert!(
+        coverage >= 0.9,
+        "{inside} of {total} measured figures inside their 90 % bands"
+    );
     let mut beyond = Vec::new();
     for (report, text, strict) in &reports {
         for r in &report.cells[0].rows {

@@ -6,9 +6,9 @@
 mod common;
 
 use clap::Parser;
-use ctxbench::cli::{Cli, Command, TwinCommand};
+use common::calibrate_args;
+use ctxbench::cli::{Cli, Command};
 use ctxbench::twin::calibrate::calibrate;
-use ctxbench::twin::cmd::CalibrateArgs;
 use ctxbench::twin::profile::{Estimate, Profile, ProfileError};
 
 // The hidden server (issue 29's example, lengths scaled to 16k so that the test takes
@@ -46,19 +46,6 @@ fn hidden_flags() -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
-}
-
-fn calibrate_args(url: &str, out: &std::path::Path, extra: &[&str]) -> CalibrateArgs {
-    let mut argv = vec!["ctxbench", "twin", "calibrate", "--url", url];
-    argv.extend(["--out", out.to_str().unwrap()]);
-    argv.extend_from_slice(extra);
-    let Command::Twin(t) = Cli::try_parse_from(argv).expect("flags parse").command else {
-        unreachable!()
-    };
-    let TwinCommand::Calibrate(a) = t.command else {
-        unreachable!()
-    };
-    a
 }
 
 fn rel(got: f64, want: f64) -> f64 {
@@ -120,11 +107,13 @@ async fn calibration_recovers_the_hidden_simulator() {
         "{:?}",
         s.chunk_tokens
     );
-    assert_eq!(p.envelope.max_concurrency, 2);
+    // Calibrated up to the slot limit (powers of two, then the limit).
+    assert_eq!(c.plan.concurrency, vec![1, 2, 4, 6]);
+    assert_eq!(p.envelope.max_concurrency, 6);
     // The records are kept beside the profile, and `twin fit` on them gives the same laws.
     assert!(c.records.iter().all(|r| r.exists()), "{:?}", c.records);
     let refit = ctxbench::twin::fit::fit(
-        &ctxbench::twin::inputs::gather(&c.records, 2).expect("records read"),
+        &ctxbench::twin::inputs::gather(&c.records, 6).expect("records read"),
     )
     .expect("refit");
     assert_eq!(refit.step, p.step);
@@ -184,6 +173,10 @@ fn other_profile_versions_and_non_profiles_are_refused_with_a_message() {
     // prefill tokens only.
     let e = Profile::parse(&profile_text(1), "v1.json").unwrap_err();
     assert!(matches!(e, ProfileError::Version { found: 1, .. }), "{e:?}");
+    // Version 2 could hold a NaN written as `null` and had no bands' ground.
+    let e = Profile::parse(&profile_text(2), "v2.json").unwrap_err();
+    assert!(matches!(e, ProfileError::Version { found: 2, .. }), "{e:?}");
+    assert!(e.to_string().contains("recalibrate"), "{e}");
     let e = Profile::parse(&profile_text(99), "new.json").unwrap_err();
     assert!(e.to_string().contains("version-99"), "{e}");
     // A result file's run record is JSON, but not a profile.
@@ -251,6 +244,7 @@ fn round_profile() -> Profile {
         speculation: None,
         caveats: vec![],
         fit_quality: serde_json::Value::Null,
+        uncertainty: None,
     }
 }
 

@@ -194,3 +194,45 @@ fn max_running_64_vs_8_at_long_context_on_a_218k_pool() {
             .any(|w| w.contains("larger than the measured"))
     );
 }
+
+/// `twin whatif --out`: every configuration's predicted cells in one file, each tagged
+/// with its configuration and carrying its band; the file reads back as a load file.
+#[test]
+fn whatif_writes_every_configuration_tagged_into_one_file() {
+    let o = story("2,8", "218000");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("whatif.jsonl");
+    let twin = Twin::new(profile_of(&engine(8, 218_000), 65_536), "p.json".into());
+    whatif::write(&twin, &o, &path).unwrap();
+    let file = ctxbench::resultfile::read(&path).expect("reads as a result file");
+    let cells = &file.load.cells;
+    assert_eq!(cells.len(), 4, "two configurations × two cells");
+    let tag = |c: &ctxbench::record::load::CellRecord, k: &str| {
+        c.config.as_ref().and_then(|m| m.get(k)).copied()
+    };
+    assert_eq!(
+        cells
+            .iter()
+            .filter(|c| tag(c, "max_running") == Some(2.0))
+            .count(),
+        2
+    );
+    assert_eq!(
+        cells
+            .iter()
+            .filter(|c| tag(c, "max_running") == Some(8.0))
+            .count(),
+        2
+    );
+    assert!(cells.iter().all(|c| tag(c, "pool") == Some(218_000.0)));
+    assert!(cells.iter().all(|c| c.band.is_some()), "{cells:?}");
+    // Two running at once is slower than eight, and the tags say which is which.
+    let tps = |m: f64| {
+        cells
+            .iter()
+            .find(|c| tag(c, "max_running") == Some(m) && c.cell.concurrency == Some(8))
+            .and_then(|c| c.output_tps)
+            .unwrap()
+    };
+    assert!(tps(2.0) < tps(8.0), "{} vs {}", tps(2.0), tps(8.0));
+}

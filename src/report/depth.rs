@@ -184,6 +184,7 @@ pub fn chart(summary: &Summary) -> Chart {
             series("cold_ttft", "cold, same total length", 1, |p| p.cold_ttft_s),
         ],
         curves: Vec::new(),
+        shades: Vec::new(),
         empty_text: "no valid depth turns yet".into(),
     }
 }

@@ -15,7 +15,8 @@ use std::time::Instant;
 #[derive(Args, Debug, Clone)]
 #[command(
     after_help = "Measures, in minutes: a short sweep (prefill law t0, p0, q; batch-1 decode law),\n\
-closed-loop cells at concurrency 1 and 2 (the cost per decoding request d2), probe (slots or\n\
+closed-loop cells at concurrency 1, 2, 4, … up to the slot limit (the cost per decoding\n\
+request d2; --concurrency-up-to), probe (slots or\n\
 max-running, pool, page, prefix cache, context limit) and, when the server speculates, the\n\
 acceptance on prose and code. The records are kept beside the profile (PROFILE.sweep.jsonl,\n\
 PROFILE.load.jsonl; replaced on each run) and fitted exactly as `twin fit` would.\n\n\
@@ -52,13 +53,22 @@ pub struct CalibrateArgs {
     /// Requests per closed-loop cell.
     #[arg(long, default_value_t = 16)]
     pub requests: u64,
+    /// Largest closed-loop concurrency calibrated (powers of two up to it, and it); default:
+    /// the server's slot limit (at most 16), 8 where the server does not state it.
+    #[arg(long, value_name = "N")]
+    pub concurrency_up_to: Option<u32>,
     /// Seed for nonces.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
 
-/// The default plan stays at or below this concurrency: anything larger is a prediction.
-pub const CALIBRATION_CONCURRENCY: u32 = 2;
+/// Largest calibrated concurrency where the server states no slot limit.
+pub const DEFAULT_CONCURRENCY: u32 = 8;
+/// The default never calibrates above this many clients (a server with 256 slots would
+/// make a plan of minutes): larger batches are a prediction, and say so.
+pub const MAX_DEFAULT_CONCURRENCY: u32 = 16;
+/// `twin fit`'s default: cells up to this concurrency are fitted, the others held out.
+pub const FIT_CONCURRENCY: u32 = 2;
 /// Sweep lengths are the powers of two from this up to the cap (and the cap itself).
 const SHORTEST: u64 = 512;
 /// Contents whose acceptance is measured when the server speculates.
@@ -98,10 +108,25 @@ pub fn plan(args: &CalibrateArgs, info: &ServerInfo) -> anyhow::Result<Plan> {
         );
     }
     let speculates = !info.speculative.is_null();
+    let top = match args.concurrency_up_to {
+        Some(0) => anyhow::bail!("--concurrency-up-to must be at least 1"),
+        Some(n) => n,
+        None => info
+            .slots
+            .or(info.max_running_requests)
+            .map_or(DEFAULT_CONCURRENCY, |s| {
+                s.min(u64::from(MAX_DEFAULT_CONCURRENCY)) as u32
+            })
+            .max(1),
+    };
+    let mut concurrency: Vec<u32> = std::iter::successors(Some(1u32), |c| Some(c * 2))
+        .take_while(|&c| c < top)
+        .collect();
+    concurrency.push(top);
     Ok(Plan {
         load_length: args.load_length.min(cap),
         lengths,
-        concurrency: (1..=CALIBRATION_CONCURRENCY).collect(),
+        concurrency,
         spec_contents: if speculates {
             SPEC_CONTENTS.iter().map(|s| s.to_string()).collect()
         } else {
@@ -265,7 +290,8 @@ pub async fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Calibration> {
     let load_path = records_path(&args.out, "load");
     load(args, &plan, &load_path).await?;
     records.push(load_path);
-    let gathered = inputs::gather(&records, CALIBRATION_CONCURRENCY)?;
+    let top = plan.concurrency.iter().copied().max().unwrap_or(1);
+    let gathered = inputs::gather(&records, top)?;
     let profile = fit::fit(&gathered)?;
     Ok(Calibration {
         profile,

@@ -27,7 +27,67 @@ pub struct CheckReport {
     pub cells: Vec<CellCheck>,
 }
 
+/// One figure over every cell: how the twin did on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureSummary {
+    pub figure: Figure,
+    /// Measured values, and those inside their band.
+    pub measured: usize,
+    pub inside: usize,
+    /// Mean of (predicted − measured) / measured over cells.
+    pub bias: f64,
+    /// Median of |error| over cells.
+    pub median_error: f64,
+    /// Median band half-width over the prediction, over cells with a band.
+    pub median_half_width: Option<f64>,
+}
+
 impl CheckReport {
+    /// Share of measured figures (each file's value) inside their bands, over the figures
+    /// that have one; `None` when none has.
+    pub fn coverage(&self) -> Option<f64> {
+        let rows = self.rows().filter(|r| r.band.is_some());
+        let (n, inside) = rows.fold((0, 0), |(n, k), r| (n + r.measured.len(), k + r.inside()));
+        (n > 0).then(|| inside as f64 / n as f64)
+    }
+
+    fn rows(&self) -> impl Iterator<Item = &Compared> {
+        self.cells.iter().flat_map(|c| &c.rows)
+    }
+
+    /// Per figure: coverage counts, signed bias, median |error|, median band half-width.
+    pub fn per_figure(&self) -> Vec<FigureSummary> {
+        Figure::ALL
+            .iter()
+            .filter_map(|&f| {
+                let rows: Vec<&Compared> = self.rows().filter(|r| r.figure == f).collect();
+                if rows.is_empty() {
+                    return None;
+                }
+                let errors: Vec<f64> = rows.iter().map(|r| r.error).collect();
+                let halves: Vec<f64> = rows
+                    .iter()
+                    .filter_map(|r| {
+                        let [lo, hi] = r.band?;
+                        (r.predicted != 0.0).then(|| (hi - lo) / 2.0 / r.predicted.abs())
+                    })
+                    .collect();
+                Some(FigureSummary {
+                    figure: f,
+                    measured: rows
+                        .iter()
+                        .filter(|r| r.band.is_some())
+                        .map(|r| r.measured.len())
+                        .sum(),
+                    inside: rows.iter().map(|r| r.inside()).sum(),
+                    bias: rows.iter().map(|r| r.signed_error()).sum::<f64>() / rows.len() as f64,
+                    median_error: crate::stats::median(&errors).unwrap_or(f64::NAN),
+                    median_half_width: crate::stats::median(&halves),
+                })
+            })
+            .collect()
+    }
+
     /// Figures beyond their bounds.
     pub fn flagged(&self) -> usize {
         self.cells
@@ -63,10 +123,13 @@ pub fn check(
         }
     }
     let timeout_s = first.run.config.timeout.parse::<f64>().unwrap_or(600.0);
-    let predicted = match &first.plan.trace {
-        Some(t) => predict_replay(twin, first, t, trace, timeout_s)?,
-        None => predict_cells(twin, first, timeout_s)?,
+    let run = |t: &Twin| match &first.plan.trace {
+        Some(plan) => predict_replay(t, first, plan, trace, timeout_s),
+        None => predict_cells(t, first, timeout_s),
     };
+    let mut predicted = run(twin)?;
+    let unknown = super::envelope::unknowns(twin, &predicted);
+    super::band::bands(twin, &mut predicted, &unknown, run)?;
     let hits = |r: &LoadResult| {
         let plan = r.plan.trace.as_ref()?;
         crate::trace::hits::summarise(plan, &r.requests, &r.cells).observed_ratio
@@ -78,6 +141,7 @@ pub fn check(
             .filter_map(|m| m.cells.iter().find(|c| c.cell.same(&p.cell)))
             .collect();
         let mut rows = Vec::new();
+        let cell_unknowns = unknowns_of(twin, &predicted, p);
         for figure in Figure::ALL {
             let values: Vec<f64> = of_measured
                 .iter()
@@ -88,7 +152,13 @@ pub fn check(
                 continue;
             }
             let predicted_value = figure.of(p, hits(&predicted)).unwrap_or(f64::NAN);
-            rows.push(compare(figure, values, predicted_value));
+            let mut row = compare(figure, values, predicted_value);
+            row.band = figure
+                .banded()
+                .zip(p.band.as_ref())
+                .and_then(|(f, b)| f.within(b));
+            row.unidentified = cell_unknowns.clone();
+            rows.push(row);
         }
         let mean_error = rows.iter().map(|r| r.error).sum::<f64>() / rows.len().max(1) as f64;
         cells.push(CellCheck {
@@ -102,6 +172,29 @@ pub fn check(
         files: files.iter().map(|f| f.0.clone()).collect(),
         cells,
     })
+}
+
+/// The unidentified terms one predicted cell leans on.
+fn unknowns_of(twin: &Twin, r: &LoadResult, c: &CellRecord) -> Vec<&'static str> {
+    let one = LoadResult {
+        cells: vec![c.clone()],
+        knees: Vec::new(),
+        requests: r
+            .requests
+            .iter()
+            .filter(|q| q.cell.same(&c.cell))
+            .cloned()
+            .collect(),
+        server_metrics: Vec::new(),
+        run: r.run.clone(),
+        plan: r.plan.clone(),
+    };
+    let mut terms: Vec<&'static str> = super::envelope::unknowns(twin, &one)
+        .into_iter()
+        .map(|u| u.term)
+        .collect();
+    terms.dedup();
+    terms
 }
 
 /// Every measured cell of a load plan, predicted.
@@ -199,10 +292,19 @@ pub fn render(r: &CheckReport) -> String {
             c.key.load_label(),
             c.mean_error * 100.0
         );
+        if let Some(r) = c.rows.first()
+            && !r.unidentified.is_empty()
+        {
+            let _ = writeln!(
+                s,
+                "  warning: this cell leans on unidentified {}: its figures are marked",
+                r.unidentified.join(", ")
+            );
+        }
         let _ = writeln!(
             s,
-            "  {:<14} {:>12} {:>12} {:>8} {:>8} {:>8}",
-            "figure", "measured", "predicted", "error", "spread", "bound"
+            "  {:<14} {:>12} {:>12} {:>26} {:>8} {:>8} {:>8}",
+            "figure", "measured", "predicted", "90 % band", "error", "spread", "bound"
         );
         for row in &c.rows {
             let f = row.figure;
@@ -210,17 +312,61 @@ pub fn render(r: &CheckReport) -> String {
                 let unit = if f == Figure::HitRatio { " pt" } else { " %" };
                 format!("{:.1}{unit}", x * 100.0)
             };
+            let band = row.band.map_or("-".into(), |[lo, hi]| {
+                format!("[{}, {}]", f.show(lo), f.show(hi))
+            });
+            let outside = row.band.is_some() && row.inside() < row.measured.len();
             let _ = writeln!(
                 s,
-                "  {:<14} {:>12} {:>12} {:>8} {:>8} {:>8}{}",
+                "  {:<14} {:>12} {:>12} {:>26} {:>8} {:>8} {:>8}{}{}{}",
                 f.name(),
                 f.show(row.measured_mean()),
                 f.show(row.predicted),
+                band,
                 pct(row.error),
                 row.spread.map_or("-".into(), pct),
                 pct(row.bound),
-                if row.flagged { "  BEYOND BOUND" } else { "" }
+                if row.flagged { "  BEYOND BOUND" } else { "" },
+                if outside { "  OUTSIDE BAND" } else { "" },
+                if row.unidentified.is_empty() {
+                    String::new()
+                } else {
+                    format!("  (unidentified: {})", row.unidentified.join(", "))
+                }
             );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<14} {:>10} {:>10} {:>14} {:>16}",
+        "figure", "coverage", "bias", "median |error|", "median half-band"
+    );
+    for f in r.per_figure() {
+        let pct = |x: f64| format!("{:.1} %", x * 100.0);
+        let _ = writeln!(
+            s,
+            "{:<14} {:>10} {:>10} {:>14} {:>16}",
+            f.figure.name(),
+            if f.measured > 0 {
+                format!("{}/{}", f.inside, f.measured)
+            } else {
+                "-".into()
+            },
+            format!("{:+.1} %", f.bias * 100.0),
+            pct(f.median_error),
+            f.median_half_width.map_or("-".into(), pct)
+        );
+    }
+    match r.coverage() {
+        Some(c) => {
+            let _ = writeln!(
+                s,
+                "coverage: {:.1} % of measured figures inside their 90 % bands",
+                c * 100.0
+            );
+        }
+        None => {
+            let _ = writeln!(s, "coverage: no figure has a band");
         }
     }
     let total: usize = r.cells.iter().map(|c| c.rows.len()).sum();

@@ -2,7 +2,7 @@
 //! write the profile and print it.
 
 pub use super::calibrate::CalibrateArgs;
-use super::calibrate::{self, CALIBRATION_CONCURRENCY};
+use super::calibrate::{self, FIT_CONCURRENCY};
 use super::profile::Profile;
 use super::{fit, inputs, render};
 use clap::Args;
@@ -22,12 +22,15 @@ pub struct FitArgs {
     #[arg(long, default_value = "profile.json")]
     pub out: PathBuf,
     /// Fit load cells at this concurrency or below; the others are held out.
-    #[arg(long, default_value_t = CALIBRATION_CONCURRENCY)]
+    #[arg(long, default_value_t = FIT_CONCURRENCY)]
     pub fit_concurrency: u32,
 }
 
 fn write(profile: &Profile, path: &Path) -> anyhow::Result<()> {
-    std::fs::write(path, profile.to_json_pretty() + "\n")
+    let text = profile
+        .to_json_checked()
+        .map_err(|e| anyhow::anyhow!("--out {}: not written: {e}", path.display()))?;
+    std::fs::write(path, text + "\n")
         .map_err(|e| anyhow::anyhow!("--out {}: cannot write the profile: {e}", path.display()))
 }
 

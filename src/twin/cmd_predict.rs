@@ -23,21 +23,44 @@ pub struct PredictArgs {
     /// The twin profile (written by `twin calibrate` or `twin fit`).
     #[arg(long, value_name = "FILE")]
     pub profile: PathBuf,
+    /// Skip the 90 % bands (each costs one prediction per bootstrap replicate: on an
+    /// hour-long trace, minutes).
+    #[arg(long)]
+    pub no_band: bool,
     #[command(flatten)]
     pub load: LoadArgs,
 }
 
-/// `ctxbench twin predict`: predict, print as `load` prints, write `--out`.
+/// Predict `args` on `twin`, its warnings printed and (unless `no_band`) each cell's band
+/// computed.
+pub fn predict_with_bands(
+    twin: &Twin,
+    args: &LoadArgs,
+    no_band: bool,
+) -> anyhow::Result<crate::load::LoadResult> {
+    let mut r = predict::execute(twin, args)?;
+    let unknown = super::envelope::unknowns(twin, &r);
+    for u in &unknown {
+        eprintln!("warning: {}", u.warning);
+    }
+    if !no_band {
+        super::band::bands(twin, &mut r, &unknown, |t| predict::execute(t, args))?;
+    }
+    Ok(r)
+}
+
+/// `ctxbench twin predict`: predict, print as `load` prints with each figure's band,
+/// write `--out`.
 pub fn predict(args: &PredictArgs) -> anyhow::Result<u8> {
     let twin = Twin::read(&args.profile)?;
-    let r = predict::execute(&twin, &args.load)?;
-    for w in super::envelope::warnings(&twin, &r) {
-        eprintln!("warning: {w}");
-    }
+    let r = predict_with_bands(&twin, &args.load, args.no_band)?;
     print!(
         "{}",
         crate::load::render::render_result(&r, args.load.format)
     );
+    if !args.no_band {
+        print!("{}", super::render::bands(&r.cells));
+    }
     if let Some(path) = &args.load.out {
         super::output::write(&twin, &r, path)?;
     }
@@ -73,11 +96,18 @@ pub struct CheckArgs {
     /// The trace a measured replay used, when it is no longer at the path its file records.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Predict the server as relaunched with this knob changed (as `twin whatif --vary`
+    /// names it, one value: max-running=2, pool=64k, chunk=512); repeatable.
+    #[arg(long, value_name = "KNOB=VALUE")]
+    pub config: Vec<String>,
+    /// Draw the measured figures over the predicted bands, per figure against load.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `ctxbench twin check`: print the comparison; non-zero when a figure is beyond its bound.
 pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
-    let twin = Twin::read(&args.profile)?;
+    let twin = super::whatif::configured(Twin::read(&args.profile)?, &args.config)?;
     let files = args
         .measured
         .iter()
@@ -88,6 +118,10 @@ pub fn check(args: &CheckArgs) -> anyhow::Result<u8> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let report = super::check::check(&twin, &files, args.trace.as_deref())?;
     print!("{}", super::check::render(&report));
+    if let Some(path) = &args.html {
+        super::check_html::write(path, &report)?;
+        println!("drawn to {}", path.display());
+    }
     Ok(if report.flagged() > 0 {
         crate::exit::BEYOND_BOUND
     } else {
@@ -124,13 +158,16 @@ pub struct WhatifArgs {
 /// `ctxbench twin whatif`: predict each configuration and print the comparison.
 pub fn whatif(args: &WhatifArgs) -> anyhow::Result<u8> {
     let twin = Twin::read(&args.profile)?;
-    if args.load.out.is_some() || args.load.html.is_some() {
+    if args.load.html.is_some() {
         anyhow::bail!(
-            "--out/--html do not apply to whatif (one file per configuration would be needed): \
-             run `twin predict` with the chosen configuration's profile"
+            "--html does not apply to whatif: write the configurations with --out and draw one \
+             with `twin check --config KNOB=VALUE --html`"
         );
     }
     let outcomes = super::whatif::run(&twin, &args.load, &args.vary)?;
     print!("{}", super::whatif::render(&outcomes));
+    if let Some(path) = &args.load.out {
+        super::whatif::write(&twin, &outcomes, path)?;
+    }
     Ok(crate::exit::OK)
 }

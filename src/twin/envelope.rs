@@ -1,38 +1,138 @@
-//! Where a prediction leaves what the profile was calibrated on: a context longer than any
-//! measured, or more requests batched at once than any measured. Such figures are
-//! extrapolations of the fitted laws, and the twin says so.
+//! What a prediction leans on that the calibration did not identify: a term the profile
+//! marks unidentified (its interval spans zero, its cell was bimodal), or a context or
+//! batch beyond what was calibrated (the envelope), where the fitted laws are extrapolated.
+//! Each is a `warning:` naming the term and what would identify it, and step models at the
+//! ends of the term's plausible range, over which the band is stretched (`band.rs`).
 
 use super::engine::Twin;
+use super::profile::{Coefficients, Estimate};
 use crate::load::LoadResult;
 
-/// One warning per way `r` leaves the profile's envelope.
-pub fn warnings(twin: &Twin, r: &LoadResult) -> Vec<String> {
-    let env = &twin.profile.envelope;
+/// One thing the prediction does not know.
+#[derive(Debug, Clone)]
+pub struct Unknown {
+    /// The term, e.g. `d2`.
+    pub term: &'static str,
+    /// The warning's text: why, and what would identify it.
+    pub warning: String,
+    /// Step models at the ends of the term's plausible range.
+    pub alternatives: Vec<Coefficients>,
+}
+
+/// The twin's step model as coefficients (a what-if's engine, not only the profile's).
+fn base(twin: &Twin) -> Coefficients {
+    let c = &twin.engine.cost;
+    Coefficients {
+        t0_s: c.model.t0,
+        p0_tps: c.model.p0,
+        q_s_per_token2: c.model.q,
+        d0_s: c.model.d0,
+        d1_s_per_token: c.model.d1,
+        d2_s_per_request: c.d2,
+    }
+}
+
+/// `e`'s interval ends (never below zero), or none.
+fn ends(e: &Estimate) -> Vec<f64> {
+    e.ci95
+        .map(|[lo, hi]| vec![lo.max(0.0), hi.max(0.0)])
+        .unwrap_or_default()
+}
+
+/// The batch law's plausible range: d2 at its interval's ends, and no batching at all
+/// (every decoding request pays the whole batch-1 step: d0 moved into d2).
+fn batch_alternatives(twin: &Twin) -> Vec<Coefficients> {
+    let b = base(twin);
+    let mut out: Vec<Coefficients> = ends(&twin.profile.step.d2_s_per_request)
+        .into_iter()
+        .map(|d2| Coefficients {
+            d2_s_per_request: d2,
+            ..b
+        })
+        .collect();
+    out.push(Coefficients {
+        d0_s: 0.0,
+        d2_s_per_request: b.d2_s_per_request + b.d0_s,
+        ..b
+    });
+    out
+}
+
+/// Everything `r` (a prediction by `twin`) leans on that is not identified.
+pub fn unknowns(twin: &Twin, r: &LoadResult) -> Vec<Unknown> {
+    let p = &twin.profile;
+    let env = &p.envelope;
     let mut out = Vec::new();
+    let batch = r
+        .cells
+        .iter()
+        .filter_map(|c| c.server.as_ref()?.running_max)
+        .fold(0.0, f64::max) as u64;
     let longest = r
         .requests
         .iter()
         .map(|q| q.prompt_tokens.unwrap_or(q.cell.context_tokens) + q.output_tokens.unwrap_or(0))
         .max()
         .unwrap_or(0);
-    if longest > env.max_context_tokens {
-        out.push(format!(
-            "contexts up to {longest} tokens, longer than any calibrated ({} tokens): the \
-             prefill and decode laws are extrapolated",
-            env.max_context_tokens
-        ));
+    for (term, why) in p.unidentified() {
+        if term == "d2" && batch < 2 {
+            continue;
+        }
+        out.push(Unknown {
+            term,
+            warning: format!("{term} is not identified: {why}"),
+            alternatives: if term == "d2" {
+                batch_alternatives(twin)
+            } else {
+                Vec::new()
+            },
+        });
     }
-    let batch = r
-        .cells
-        .iter()
-        .filter_map(|c| c.server.as_ref()?.running_max)
-        .fold(0.0, f64::max) as u64;
     if batch > env.max_concurrency {
-        out.push(format!(
-            "up to {batch} requests running at once, more than any calibrated ({}): the \
-             per-request decode cost (d2) is extrapolated",
-            env.max_concurrency
-        ));
+        out.push(Unknown {
+            term: "d2",
+            warning: format!(
+                "up to {batch} requests running at once, more than any calibrated ({}): the \
+                 per-request decode cost (d2) is extrapolated; `twin calibrate \
+                 --concurrency-up-to {batch}` would measure it",
+                env.max_concurrency
+            ),
+            alternatives: batch_alternatives(twin),
+        });
+    }
+    if longest > env.max_context_tokens {
+        let b = base(twin);
+        let mut alternatives: Vec<Coefficients> = ends(&p.step.d1_s_per_token)
+            .into_iter()
+            .map(|d1| Coefficients {
+                d1_s_per_token: d1,
+                ..b
+            })
+            .collect();
+        alternatives.extend(
+            ends(&p.step.q_s_per_token2)
+                .into_iter()
+                .map(|q| Coefficients {
+                    q_s_per_token2: q,
+                    ..b
+                }),
+        );
+        out.push(Unknown {
+            term: "d1, q",
+            warning: format!(
+                "contexts up to {longest} tokens, longer than any calibrated ({} tokens): the \
+                 prefill and decode laws are extrapolated; `twin calibrate --max-length {}` \
+                 would measure them",
+                env.max_context_tokens,
+                crate::lengths::format_count(longest)
+            ),
+            alternatives,
+        });
     }
     out
+}
+
+/// The warnings' lines (without the `warning: ` prefix).
+pub fn warnings(twin: &Twin, r: &LoadResult) -> Vec<String> {
+    unknowns(twin, r).into_iter().map(|u| u.warning).collect()
 }

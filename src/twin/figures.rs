@@ -68,6 +68,19 @@ impl Figure {
         }
     }
 
+    /// The banded figure this is, if any.
+    pub fn banded(self) -> Option<crate::twin::band::BandFigure> {
+        use crate::twin::band::BandFigure as B;
+        match self {
+            Figure::TtftP50 => Some(B::TtftP50),
+            Figure::TtftP99 => Some(B::TtftP99),
+            Figure::TpotP50 => Some(B::TpotP50),
+            Figure::OutputTps => Some(B::OutputTps),
+            Figure::Goodput => Some(B::Goodput),
+            Figure::TtftP90 | Figure::HitRatio => None,
+        }
+    }
+
     /// The value for a reader: ms for latencies, plain otherwise.
     pub fn show(self, v: f64) -> String {
         match self {
@@ -94,11 +107,37 @@ pub struct Compared {
     pub spread: Option<f64>,
     pub bound: f64,
     pub flagged: bool,
+    /// The prediction's 90 % band, where it has one.
+    pub band: Option<[f64; 2]>,
+    /// Terms the prediction leans on that the calibration did not identify.
+    pub unidentified: Vec<&'static str>,
 }
 
 impl Compared {
     pub fn measured_mean(&self) -> f64 {
         self.measured.iter().sum::<f64>() / self.measured.len().max(1) as f64
+    }
+
+    /// Measured values inside the band (0 without one).
+    pub fn inside(&self) -> usize {
+        self.band.map_or(0, |[lo, hi]| {
+            self.measured
+                .iter()
+                .filter(|&&m| lo <= m && m <= hi)
+                .count()
+        })
+    }
+
+    /// (predicted − measured mean) / measured mean: positive when the twin says more.
+    pub fn signed_error(&self) -> f64 {
+        let m = self.measured_mean();
+        if self.figure == Figure::HitRatio {
+            self.predicted - m
+        } else if m != 0.0 {
+            (self.predicted - m) / m.abs()
+        } else {
+            0.0
+        }
     }
 }
 
@@ -138,6 +177,8 @@ pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64) -> Compared {
         spread,
         bound,
         flagged: error.is_nan() || error > bound,
+        band: None,
+        unidentified: Vec::new(),
     }
 }
 

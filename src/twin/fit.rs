@@ -1,12 +1,14 @@
 //! `twin fit`'s arithmetic: from the gathered records to a profile. The prefill law
 //! (TTFT = t0 + n/p0 + q·n²/2) and the batch-1 decode law (step = I + d1·context) come from
 //! the sweep through `crate::fit`; the per-decoding-request cost d2 from the closed-loop
-//! cells, whose median gap at batch b is I + d2·(b−1) + d1·Σcontext. Pure: no I/O.
+//! cells' steps labelled by batch (`steps.rs`), whose median gap at batch b is
+//! I + d2·(b−1) + d1·Σcontext. A term the data cannot pin down is marked unidentified; a
+//! number that is not finite is an error naming it. Pure: no I/O.
 
 use super::inputs::{CellSteps, Inputs};
 use super::limits;
 use super::profile::{
-    Caveat, Envelope, Estimate, PROFILE_VERSION, Profile, Speculation, StepModel,
+    Caveat, Coefficients, Envelope, Estimate, PROFILE_VERSION, Profile, Speculation, StepModel,
 };
 use crate::fit::{DecodeStepFit, TtftFit, fit_decode_step, fit_ttft};
 use serde_json::{Value, json};
@@ -20,6 +22,53 @@ fn interval(lo: f64, hi: f64) -> Option<[f64; 2]> {
 
 fn half_width(e: &Estimate) -> f64 {
     e.ci95.map_or(0.0, |[lo, hi]| (hi - lo) / 2.0)
+}
+
+/// The prefill terms: from the law where its linear term is positive; else (the
+/// non-negative fit put it at 0, so p0 would be infinite: TTFT over the lengths did not
+/// separate the linear and quadratic terms, as on a host whose contention swamps the short
+/// prompts) from a straight line through the same points, q = 0, all three marked
+/// unidentified. `None` when even the line is flat.
+fn prefill_terms(
+    law: &TtftFit,
+    pts: &[(u64, f64)],
+    what: &str,
+) -> Option<(Estimate, Estimate, Estimate)> {
+    if law.b_s_per_token > 0.0 {
+        return Some(prefill(law, what));
+    }
+    let line = fit_decode_step(pts)?;
+    // A slope that adds under 0.1 % to the longest prompt's TTFT is rounding, not a rate.
+    let longest = pts.iter().map(|p| p.0).max()? as f64;
+    if line.e_s_per_token * longest <= 1e-3 * line.d_s.max(0.0) || line.e_s_per_token <= 0.0 {
+        return None;
+    }
+    let why = format!(
+        "the TTFT fit over {} lengths put the linear prefill term at 0 (it could not tell the \
+         linear and quadratic terms apart): fitted as a straight line, q = 0; calibrate on a \
+         quieter host, with more repetitions (--reps 5) or longer prompts (--max-length)",
+        law.n
+    );
+    let ci = line.ci95;
+    let t0 = Estimate::new(
+        line.d_s,
+        ci.and_then(|c| interval(c.d_s.0, c.d_s.1)),
+        format!("{what}, straight line: intercept"),
+    )
+    .unidentified(why.clone());
+    let p0_ci = ci.and_then(|c| {
+        let (lo, hi) = c.e_s_per_token;
+        (lo > 0.0).then(|| interval(1.0 / hi, 1.0 / lo)).flatten()
+    });
+    let p0 = Estimate::new(
+        1.0 / line.e_s_per_token,
+        p0_ci,
+        format!("{what}, straight line: 1 / slope"),
+    )
+    .unidentified(why.clone());
+    let q =
+        Estimate::new(0.0, None, format!("{what}, straight line: no n² term")).unidentified(why);
+    Some((t0, p0, q))
 }
 
 /// The prefill law as the engine's t0, p0, q (the law's n² coefficient is q/2).
@@ -43,20 +92,33 @@ fn prefill(law: &TtftFit, what: &str) -> (Estimate, Estimate, Estimate) {
     (t0, p0, q)
 }
 
-/// A cell's decoding batch b = min(concurrency, max_running) and its step less attention,
-/// gap − d1·Σcontext: one point of the per-request law.
-fn batch_point(c: &CellSteps, max_running: u64, d1: &Estimate) -> (f64, f64) {
-    let b = u64::from(c.concurrency).min(max_running).max(1) as f64;
-    (b, c.itl_p50_s - d1.value * b * c.decode_context() as f64)
+/// A cell's decoding batch b (as labelled from the requests' timelines) and its step less
+/// attention, gap − d1·Σcontext: one point of the per-request law. `mean`: the mean gap
+/// rather than the median.
+fn batch_point(c: &CellSteps, d1: &Estimate, mean: bool) -> (f64, f64) {
+    let b = f64::from(c.batch.max(1));
+    let gap = if mean { c.itl_mean_s } else { c.itl_p50_s };
+    (b, gap - d1.value * b * c.decode_context() as f64)
+}
+
+/// The slope of the per-request law through the cells' mean gaps: what d2 would be if the
+/// medians of bimodal cells misled.
+fn mean_slope(cells: &[CellSteps], d1: &Estimate) -> Option<f64> {
+    let pts: Vec<(f64, f64)> = cells.iter().map(|c| batch_point(c, d1, true)).collect();
+    let n = pts.len() as f64;
+    let mb = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mb).powi(2)).sum();
+    (sxx > 0.0).then(|| pts.iter().map(|p| (p.0 - mb) * (p.1 - my)).sum::<f64>() / sxx)
 }
 
 /// d2 from the cells: a straight line through their `batch_point`s; its interval
 /// propagates each median's interval and d1's.
-fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(Estimate, Value)> {
+fn per_request(cells: &[CellSteps], d1: &Estimate) -> Option<(Estimate, Value)> {
     let pts: Vec<(f64, f64, f64, f64)> = cells
         .iter()
         .map(|c| {
-            let (b, y) = batch_point(c, max_running, d1);
+            let (b, y) = batch_point(c, d1, false);
             let sigma = (c.itl_p50_ci95_s[1] - c.itl_p50_ci95_s[0]) / (2.0 * Z95);
             (b, y, sigma, c.decode_context() as f64)
         })
@@ -96,19 +158,60 @@ fn per_request(cells: &[CellSteps], max_running: u64, d1: &Estimate) -> Option<(
         ),
     );
     let quality = json!({"cells": cells, "batches": batches, "d2_s": slope, "note": note});
-    Some((est, quality))
+    Some((identify(est, cells, d1), quality))
+}
+
+/// d2 marked unidentified where the cells cannot pin it down: its interval spans zero, or
+/// a cell's steps are bimodal (then the interval is stretched to the slope through the
+/// mean gaps, so that a band over it covers either reading).
+fn identify(mut d2: Estimate, cells: &[CellSteps], d1: &Estimate) -> Estimate {
+    let bimodal: Vec<String> = cells
+        .iter()
+        .filter(|c| c.bimodal())
+        .map(|c| {
+            format!(
+                "c={} batch {}: median gap {:.3} ms [{:.3}, {:.3}], mean {:.3} ms",
+                c.concurrency,
+                c.batch,
+                c.itl_p50_s * 1e3,
+                c.itl_p50_ci95_s[0] * 1e3,
+                c.itl_p50_ci95_s[1] * 1e3,
+                c.itl_mean_s * 1e3
+            )
+        })
+        .collect();
+    let top = cells.iter().map(|c| c.concurrency).max().unwrap_or(1);
+    let more = format!(
+        "calibrate --concurrency-up-to {} --requests 32",
+        (top * 2).max(4)
+    );
+    if !bimodal.is_empty() {
+        if let (Some(alt), Some([lo, hi])) = (mean_slope(cells, d1), d2.ci95) {
+            d2.ci95 = Some([lo.min(alt), hi.max(alt)]);
+        }
+        d2.unidentified = Some(format!(
+            "bimodal decode steps ({}): the median gap does not say what a request's step \
+             costs; {more} would measure the batch law over more steps",
+            bimodal.join("; ")
+        ));
+    } else if d2.ci95.is_none_or(|[lo, _]| lo <= 0.0) {
+        d2.unidentified = Some(format!(
+            "its 95 % interval {} reaches zero: batching's cost is not measured; {more}",
+            d2.ci95.map_or("(none)".to_string(), |[lo, hi]| format!(
+                "[{:.3}, {:.3}] ms",
+                lo * 1e3,
+                hi * 1e3
+            ))
+        ));
+    }
+    d2
 }
 
 /// d2 with d0 = 0: Σ b·y / Σ b² over the cells' `batch_point`s and (1, the sweep's batch-1
 /// intercept).
-fn through_origin(
-    intercept: f64,
-    cells: &[CellSteps],
-    max_running: u64,
-    d1: &Estimate,
-) -> (f64, Option<[f64; 2]>) {
+fn through_origin(intercept: f64, cells: &[CellSteps], d1: &Estimate) -> (f64, Option<[f64; 2]>) {
     let mut pts = vec![(1.0, intercept)];
-    pts.extend(cells.iter().map(|c| batch_point(c, max_running, d1)));
+    pts.extend(cells.iter().map(|c| batch_point(c, d1, false)));
     let sxy: f64 = pts.iter().map(|(b, y)| b * y).sum();
     let sxx: f64 = pts.iter().map(|(b, _)| b * b).sum();
     let slope = (sxy / sxx).max(0.0);
@@ -127,7 +230,6 @@ fn through_origin(
 fn decode(
     law: &DecodeStepFit,
     cells: &[CellSteps],
-    max_running: u64,
 ) -> (Estimate, Estimate, Estimate, Estimate, Value) {
     let ci = law.ci95;
     let d1 = Estimate::new(
@@ -136,12 +238,15 @@ fn decode(
         "sweep decode step (median inter-token gap at batch 1): slope over mean decode context",
     );
     let intercept = Estimate::new(law.d_s, ci.and_then(|c| interval(c.d_s.0, c.d_s.1)), "");
-    let (d2, batch) = per_request(cells, max_running, &d1).unwrap_or_else(|| {
+    let (d2, batch) = per_request(cells, &d1).unwrap_or_else(|| {
         (
             Estimate::new(
                 0.0,
                 None,
                 "not measured: no closed-loop cell with two requests decoding at once (d0 holds it)",
+            )
+            .unidentified(
+                "no decode step ran two requests at once: calibrate --concurrency-up-to 4",
             ),
             Value::Null,
         )
@@ -154,7 +259,7 @@ fn decode(
         // llama.cpp's batch of one takes a matrix-vector path). Keeping that slope with d0
         // at 0 would charge every batch-1 step the whole slope; instead refit d2 with d0 = 0
         // through all the step measurements, the sweep's batch-1 intercept among them.
-        let (fixed, ci) = through_origin(law.d_s, cells, max_running, &d1);
+        let (fixed, ci) = through_origin(law.d_s, cells, &d1);
         let d0 = Estimate::new(
             0.0,
             raw_ci,
@@ -164,7 +269,7 @@ fn decode(
                  through the origin; the interval is of the unfixed value"
             ),
         );
-        let d2 = Estimate::new(
+        let refit = Estimate::new(
             fixed,
             ci,
             format!(
@@ -174,7 +279,7 @@ fn decode(
                 d2.value
             ),
         );
-        (d0, d2)
+        (d0, identify(refit, cells, &d1))
     } else {
         let d0 = Estimate::new(
             raw,
@@ -186,7 +291,7 @@ fn decode(
     let overhead = Estimate::new(
         0.0,
         None,
-        "not separable at concurrency ≤ 2 by a client: folded into t0 (prefill steps) and d0 \
+        "not separable by a client: folded into t0 (prefill steps) and d0 \
          (decode steps)",
     );
     let batch1 = cells
@@ -244,8 +349,11 @@ fn law_caveats(ttft: &TtftFit, step: &DecodeStepFit) -> Vec<Caveat> {
     out
 }
 
-/// Fit a profile from gathered records; errors say what is missing.
-pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
+/// The prefill law, the decode law, and the (prompt tokens, TTFT) points of the first.
+type Laws = (TtftFit, DecodeStepFit, Vec<(u64, f64)>);
+
+/// The sweep's two laws, or what is missing.
+fn laws(inputs: &Inputs) -> anyhow::Result<Laws> {
     let ttft_pts: Vec<(u64, f64)> = inputs
         .sweep
         .iter()
@@ -268,21 +376,49 @@ pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
     let step = fit_decode_step(&step_pts).ok_or_else(|| {
         anyhow::anyhow!("the decode law needs sweep samples at 2 or more lengths")
     })?;
+    Ok((ttft, step, ttft_pts))
+}
+
+/// The step model's coefficients alone (one bootstrap replicate); `None` where the laws
+/// cannot be fitted or a coefficient is not usable by the engine.
+pub fn coefficients(inputs: &Inputs) -> Option<Coefficients> {
+    let (ttft, step, pts) = laws(inputs).ok()?;
+    let (t0, p0, q) = prefill_terms(&ttft, &pts, "")?;
+    let (d0, d1, d2, _, _) = decode(&step, &inputs.cells);
+    let c = Coefficients {
+        t0_s: t0.value,
+        p0_tps: p0.value,
+        q_s_per_token2: q.value,
+        d0_s: d0.value,
+        d1_s_per_token: d1.value,
+        d2_s_per_request: d2.value,
+    };
+    c.usable().then_some(c)
+}
+
+/// Fit a profile from gathered records; errors say what is missing or could not be fitted.
+pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
+    let (ttft, step, pts) = laws(inputs)?;
     let info = inputs.server_info();
     let (limits, chunk) = limits::limits(&info, inputs.max_context_tokens);
     let what = format!("sweep TTFT fit, {} lengths", ttft.n);
-    let (t0, p0, q) = prefill(&ttft, &what);
-    let max_running = limits.max_running.value as u64;
-    let (d0, d1, d2, overhead, decode_quality) = decode(&step, &inputs.cells, max_running);
+    let (t0, p0, q) = prefill_terms(&ttft, &pts, &what).ok_or_else(|| {
+        anyhow::anyhow!(
+            "p0 cannot be fitted: TTFT does not grow with the prompt over {} lengths; \
+             calibrate with more repetitions (--reps 5) or longer prompts (--max-length)",
+            ttft.n
+        )
+    })?;
+    let (d0, d1, d2, overhead, decode_quality) = decode(&step, &inputs.cells);
     let mut caveats = limits::caveats(&info, &limits);
     caveats.extend(law_caveats(&ttft, &step));
     let max_concurrency = inputs
         .cells
         .iter()
-        .map(|c| u64::from(c.concurrency))
+        .map(|c| u64::from(c.batch))
         .max()
         .unwrap_or(1);
-    Ok(Profile {
+    let profile = Profile {
         profile_version: PROFILE_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         created_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
@@ -312,7 +448,17 @@ pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
             "decode": decode_quality,
             "held_out_cells": inputs.held_out_cells,
         }),
-    })
+        uncertainty: Some(super::bootstrap::uncertainty(inputs)),
+    };
+    let problems = profile.problems();
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "the fit produced numbers a profile cannot hold: {}; the records may be too few or \
+             too noisy (calibrate with --reps 5 and more --requests)",
+            problems.join("; ")
+        );
+    }
+    Ok(profile)
 }
 
 #[cfg(test)]
@@ -337,6 +483,7 @@ mod tests {
             ttft_s: T0 + x / P0 + Q * x * x / 2.0,
             step_s: D0 + D2 + D1 * ctx,
             samples: 3,
+            reps: Vec::new(),
         }
     }
 
@@ -345,13 +492,16 @@ mod tests {
         let gap = D0 + D2 * f64::from(c) + D1 * ctx * f64::from(c);
         CellSteps {
             concurrency: c,
+            batch: c,
             context_tokens: n,
             prompt_tokens: n,
             output_tokens: 32,
             itl_p50_s: gap,
             itl_p50_ci95_s: [gap - 1e-5, gap + 1e-5],
+            itl_mean_s: gap,
             gaps: 500,
             requests: 16,
+            per_request: Vec::new(),
         }
     }
 
@@ -411,6 +561,7 @@ mod tests {
         for c in &mut i.cells {
             let b = f64::from(c.concurrency);
             c.itl_p50_s = net(b) + D1 * b * c.decode_context() as f64;
+            c.itl_mean_s = c.itl_p50_s;
             c.itl_p50_ci95_s = [c.itl_p50_s - 1e-6, c.itl_p50_s + 1e-6];
         }
         let p = fit(&i).unwrap();
@@ -428,17 +579,72 @@ mod tests {
     }
 
     #[test]
-    fn batch_is_capped_by_max_running() {
-        // With one slot a c=2 cell decodes one request at a time: no batching signal.
+    fn steps_that_never_ran_two_requests_leave_d2_unidentified() {
+        // With one slot a c=2 cell's steps all ran one request: no batching signal.
         let mut i = inputs();
-        i.target.as_mut().unwrap()["server_info"]["max_running_requests"] = json!(1);
         let mut queued = cell(1, 2048);
         queued.concurrency = 2;
         i.cells = vec![cell(1, 1024), queued];
         let p = fit(&i).unwrap();
         assert_eq!(p.step.d2_s_per_request.value, 0.0);
         assert!(p.step.d2_s_per_request.source.contains("not measured"));
+        let why = p.step.d2_s_per_request.unidentified.as_deref().unwrap();
+        assert!(why.contains("calibrate --concurrency-up-to"), "{why}");
         assert!(close(p.step.d0_s.value, D0 + D2));
+    }
+
+    #[test]
+    fn bimodal_cells_leave_d2_unidentified_with_an_interval_over_the_mean_reading() {
+        // The c=2 cell's median gap is the batch-1 step (an unfair lock lets one request
+        // run several tokens in a row), its mean twice that.
+        let mut i = inputs();
+        let gap1 = i.cells[0].itl_p50_s;
+        let c2 = &mut i.cells[1];
+        c2.itl_p50_s = gap1;
+        c2.itl_mean_s = 2.0 * c2.itl_p50_s;
+        let p = fit(&i).unwrap();
+        let d2 = &p.step.d2_s_per_request;
+        let why = d2.unidentified.as_deref().expect("unidentified");
+        assert!(why.contains("bimodal") && why.contains("c=2"), "{why}");
+        let [_, hi] = d2.ci95.unwrap();
+        // The mean reading's slope: 2·gap1 − d1·2·ctx − (gap1 − d1·ctx) ≈ gap1 = D0+D2+…
+        assert!(hi > D0, "{d2:?}");
+    }
+
+    #[test]
+    fn a_vanished_linear_prefill_term_is_marked_not_written_as_infinity() {
+        // TTFT whose linear part is negative (short prompts swamped by the host, as on
+        // llama-server at load 9: 385 ms at 512 tokens): the non-negative fit puts the
+        // linear term at 0, and version 2 wrote p0 = 1/0 as null.
+        let mut i = inputs();
+        for p in &mut i.sweep {
+            let x = p.prompt_tokens as f64;
+            p.ttft_s = T0 + 1e-9 * x * x - 1e-6 * x;
+        }
+        let p = fit(&i).expect("a straight line stands in");
+        let s = &p.step;
+        assert!(
+            s.p0_tps.value.is_finite() && s.p0_tps.value > 0.0,
+            "{:?}",
+            s.p0_tps
+        );
+        assert_eq!(s.q_s_per_token2.value, 0.0);
+        for e in [&s.t0_s, &s.p0_tps, &s.q_s_per_token2] {
+            let why = e.unidentified.as_deref().expect("marked");
+            assert!(
+                why.contains("straight line") && why.contains("--reps"),
+                "{why}"
+            );
+        }
+        assert!(p.problems().is_empty(), "{:?}", p.problems());
+        let back = Profile::parse(&p.to_json_checked().unwrap(), "p.json").unwrap();
+        assert_eq!(back, p);
+        // Flat TTFT has no prefill rate at all: an error naming p0.
+        for p in &mut i.sweep {
+            p.ttft_s = T0;
+        }
+        let e = fit(&i).unwrap_err().to_string();
+        assert!(e.contains("p0"), "{e}");
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! What `twin fit` reads from result files: the sweep's per-length medians (prefill and
-//! batch-1 decode), the closed-loop load cells' median inter-token latency (batched
-//! decode), the run record's target, and speculative acceptance where measured.
+//! batch-1 decode), the closed-loop load cells' decode steps labelled by the batch that ran
+//! them (`steps.rs`), the run record's target, and speculative acceptance where measured.
+//! Each keeps the repetitions it rests on, for the bootstrap (`bootstrap.rs`).
 
 use crate::record::Sample;
-use crate::record::load::{CellRecord, RequestRecord};
+use crate::record::load::RequestRecord;
 use crate::resultfile::{self, ResultFile};
 use crate::stats::median;
 use serde::Serialize;
@@ -23,6 +24,9 @@ pub struct SweepPoint {
     /// One decode step, s: tokens per verification step over decode tok/s.
     pub step_s: f64,
     pub samples: usize,
+    /// Each repetition's (TTFT, decode step), for resampling.
+    #[serde(skip)]
+    pub reps: Vec<(f64, f64)>,
 }
 
 impl SweepPoint {
@@ -32,26 +36,7 @@ impl SweepPoint {
     }
 }
 
-/// One closed-loop load cell: the median inter-token latency over its steady-state requests.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CellSteps {
-    pub concurrency: u32,
-    pub context_tokens: u64,
-    pub prompt_tokens: u64,
-    pub output_tokens: u64,
-    pub itl_p50_s: f64,
-    /// 95 % interval of that median, from the order statistics of the pooled gaps.
-    pub itl_p50_ci95_s: [f64; 2],
-    pub gaps: usize,
-    pub requests: usize,
-}
-
-impl CellSteps {
-    /// Mean context of one request's decode steps.
-    pub fn decode_context(&self) -> u64 {
-        self.prompt_tokens + self.output_tokens / 2
-    }
-}
+pub use super::steps::CellSteps;
 
 /// Everything the fit uses, gathered from any number of files.
 #[derive(Debug, Clone, Default)]
@@ -110,7 +95,7 @@ pub fn gather(paths: &[impl AsRef<Path>], max_concurrency: u32) -> anyhow::Resul
     inputs.accept = acceptance(&usable);
     inputs
         .cells
-        .sort_by_key(|c| (c.context_tokens, c.concurrency));
+        .sort_by_key(|c| (c.context_tokens, c.concurrency, c.batch));
     Ok(inputs)
 }
 
@@ -144,14 +129,12 @@ fn sweep_points<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<SweepPoint
             // own cost. On a quiet machine it is within the spread of the median. The same
             // for the decode step (the cells' pooled median gaps need no such care: a
             // cell has hundreds of gaps where a sample has one median).
-            let ttft = v
+            let reps: Vec<(f64, f64)> = v
                 .iter()
-                .filter_map(|s| s.ttft_s)
-                .fold(f64::INFINITY, f64::min);
-            let step = v
-                .iter()
-                .filter_map(|s| step_of(s))
-                .fold(f64::INFINITY, f64::min);
+                .filter_map(|s| Some((s.ttft_s?, step_of(s)?)))
+                .filter(|(t, d)| t.is_finite() && d.is_finite())
+                .collect();
+            let (ttft, step) = fastest(&reps);
             Some(SweepPoint {
                 context_tokens,
                 prompt_tokens: median(&prompt)?.round() as u64,
@@ -159,9 +142,18 @@ fn sweep_points<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<SweepPoint
                 ttft_s: ttft.is_finite().then_some(ttft)?,
                 step_s: step.is_finite().then_some(step)?,
                 samples: v.len(),
+                reps,
             })
         })
         .collect()
+}
+
+/// The fastest TTFT and the fastest decode step over repetitions (∞ where there are none).
+pub fn fastest(reps: &[(f64, f64)]) -> (f64, f64) {
+    reps.iter()
+        .fold((f64::INFINITY, f64::INFINITY), |(t, d), r| {
+            (t.min(r.0), d.min(r.1))
+        })
 }
 
 /// One decode step of a sample: the median inter-token gap (a verification step yields
@@ -207,60 +199,13 @@ fn gather_cells(file: &ResultFile, max_concurrency: u32, inputs: &mut Inputs) {
                 q.prompt_tokens.unwrap_or(q.cell.context_tokens) + q.output_tokens.unwrap_or(0);
             inputs.max_context_tokens = inputs.max_context_tokens.max(reached);
         }
-        if let Some(steps) = cell_steps(cell, c, &requests) {
-            inputs.cells.push(steps);
-        }
+        inputs
+            .cells
+            .extend(super::steps::cell_steps(cell, c, &requests));
     }
 }
 
-/// Fewest steady-state requests a cell's median rests on before ramp and drain are let in.
-const MIN_WINDOW_REQUESTS: usize = 4;
-
-/// The cell's median gap over the requests that ran wholly inside its steady-state window
-/// (all of them where too few did): ramp-up and drain run below the target concurrency.
-fn cell_steps(cell: &CellRecord, c: u32, requests: &[&RequestRecord]) -> Option<CellSteps> {
-    let ok: Vec<&RequestRecord> = requests.iter().copied().filter(|q| q.ok).collect();
-    let end = cell.window_start_s + cell.window_s;
-    let inside: Vec<&RequestRecord> = ok
-        .iter()
-        .copied()
-        .filter(|q| q.sent_s >= cell.window_start_s && q.ended_s.is_some_and(|e| e <= end))
-        .collect();
-    let used = if inside.len() >= MIN_WINDOW_REQUESTS {
-        inside
-    } else {
-        ok
-    };
-    let mut gaps: Vec<f64> = used
-        .iter()
-        .flat_map(|q| q.itl_s.iter().copied())
-        .filter(|g| g.is_finite() && *g > 0.0)
-        .collect();
-    if gaps.len() < 2 {
-        return None;
-    }
-    gaps.sort_by(f64::total_cmp);
-    let prompt: Vec<f64> = used
-        .iter()
-        .map(|q| q.prompt_tokens.unwrap_or(cell.cell.context_tokens) as f64)
-        .collect();
-    let output: Vec<f64> = used
-        .iter()
-        .filter_map(|q| q.output_tokens.map(|o| o as f64))
-        .collect();
-    Some(CellSteps {
-        concurrency: c,
-        context_tokens: cell.cell.context_tokens,
-        prompt_tokens: median(&prompt)?.round() as u64,
-        output_tokens: median(&output)?.round() as u64,
-        itl_p50_s: sorted_median(&gaps),
-        itl_p50_ci95_s: median_ci95(&gaps),
-        gaps: gaps.len(),
-        requests: used.len(),
-    })
-}
-
-fn sorted_median(sorted: &[f64]) -> f64 {
+pub fn sorted_median(sorted: &[f64]) -> f64 {
     let n = sorted.len();
     if n % 2 == 1 {
         sorted[n / 2]

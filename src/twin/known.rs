@@ -39,6 +39,7 @@ pub fn profile_of(config: &EngineConfig, context_tokens: u64) -> Profile {
         speculation: None,
         caveats: Vec::new(),
         fit_quality: serde_json::Value::Null,
+        uncertainty: None,
     }
 }
 

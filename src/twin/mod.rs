@@ -2,9 +2,12 @@
 //! in virtual time on it, and predictions checked against what the server really did.
 
 pub mod argv;
+pub mod band;
+pub mod bootstrap;
 pub mod calibrate;
 pub mod cell;
 pub mod check;
+pub mod check_html;
 pub mod clients;
 pub mod cmd;
 pub mod cmd_measure;
@@ -13,6 +16,8 @@ pub mod engine;
 pub mod envelope;
 pub mod figures;
 pub mod fit;
+#[cfg(test)]
+mod fit_props;
 pub mod inputs;
 pub mod known;
 pub mod limits;
@@ -22,5 +27,6 @@ pub mod predict_trace;
 pub mod profile;
 pub mod render;
 pub mod serve;
+pub mod steps;
 pub mod whatif;
 pub mod whatif_cost;

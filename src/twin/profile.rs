@@ -12,8 +12,10 @@ use std::path::Path;
 /// The profile format this build writes and reads. Bump on any change a reader of the
 /// old format would misread; adding an optional field is not such a change. Version 2
 /// added `step.budget`: a version-1 profile of llama.cpp or vLLM, read as counting prefill
-/// tokens only, would predict a different schedule than its server runs.
-pub const PROFILE_VERSION: u32 = 2;
+/// tokens only, would predict a different schedule than its server runs. Version 3 added
+/// `unidentified` terms and the `uncertainty` the bands rest on, and never holds a
+/// non-finite number (version 2 could write a NaN as `null`, which no reader accepted).
+pub const PROFILE_VERSION: u32 = 3;
 
 /// One measured number: its value, 95 % interval (when the fit left degrees of freedom)
 /// and its provenance, e.g. "sweep TTFT fit, 5 lengths 1k..16k" or "probe: /slots".
@@ -22,6 +24,11 @@ pub struct Estimate {
     pub value: f64,
     pub ci95: Option<[f64; 2]>,
     pub source: String,
+    /// Why the calibration did not pin this term down, and what would: its interval spans
+    /// zero, its cell was bimodal, or the fit fixed it. Predictions that lean on it warn
+    /// and widen their bands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unidentified: Option<String>,
 }
 
 impl Estimate {
@@ -30,8 +37,80 @@ impl Estimate {
             value,
             ci95,
             source: source.into(),
+            unidentified: None,
         }
     }
+
+    /// The same estimate, marked unidentified for `why` (which says what would identify it).
+    pub fn unidentified(mut self, why: impl Into<String>) -> Estimate {
+        self.unidentified = Some(why.into());
+        self
+    }
+
+    /// Its numbers that are not finite, named after `name`.
+    fn problems(&self, name: &str, out: &mut Vec<String>) {
+        if !self.value.is_finite() {
+            out.push(format!("{name} = {}", self.value));
+        }
+        if let Some([lo, hi]) = self.ci95
+            && !(lo.is_finite() && hi.is_finite())
+        {
+            out.push(format!("{name}'s interval [{lo}, {hi}]"));
+        }
+    }
+}
+
+/// The step model's fitted coefficients as plain numbers: one bootstrap replicate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coefficients {
+    pub t0_s: f64,
+    pub p0_tps: f64,
+    pub q_s_per_token2: f64,
+    pub d0_s: f64,
+    pub d1_s_per_token: f64,
+    pub d2_s_per_request: f64,
+}
+
+impl Coefficients {
+    fn named(&self) -> [(&'static str, f64); 6] {
+        [
+            ("t0_s", self.t0_s),
+            ("p0_tps", self.p0_tps),
+            ("q_s_per_token2", self.q_s_per_token2),
+            ("d0_s", self.d0_s),
+            ("d1_s_per_token", self.d1_s_per_token),
+            ("d2_s_per_request", self.d2_s_per_request),
+        ]
+    }
+
+    /// Usable by the engine: finite, p0 positive, the rest non-negative.
+    pub fn usable(&self) -> bool {
+        self.named()
+            .iter()
+            .all(|(n, v)| v.is_finite() && if *n == "p0_tps" { *v > 0.0 } else { *v >= 0.0 })
+    }
+}
+
+/// The server's run-to-run spread of each predicted figure, as a relative standard
+/// deviation, measured from the calibration's own repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub ttft_p50: f64,
+    pub ttft_p99: f64,
+    pub tpot_p50: f64,
+    pub output_tps: f64,
+    pub goodput_rps: f64,
+    /// How each was measured, for a reader.
+    pub source: String,
+}
+
+/// What a prediction's band rests on: the step model refitted on resamples of the
+/// calibration's repetitions (sweep repetitions per length, cells' requests), and the
+/// server's own spread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Uncertainty {
+    pub replicates: Vec<Coefficients>,
+    pub spread: Spread,
 }
 
 /// The engine's step model (see `sim::stepcost`): seconds, tokens/s, s/token, s/token².
@@ -115,6 +194,9 @@ pub struct Profile {
     /// Fit quality for a reader: R², residuals, points used, per law.
     #[serde(default)]
     pub fit_quality: Value,
+    /// The bands' ground (`None`: exact, e.g. a profile stating the simulator's parameters).
+    #[serde(default)]
+    pub uncertainty: Option<Uncertainty>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +253,79 @@ impl Profile {
 
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).expect("a profile serialises")
+    }
+
+    /// The typed terms, each with its name in the file.
+    pub fn terms(&self) -> Vec<(&'static str, &Estimate)> {
+        let s = &self.step;
+        let l = &self.limits;
+        vec![
+            ("t0", &s.t0_s),
+            ("p0", &s.p0_tps),
+            ("q", &s.q_s_per_token2),
+            ("chunk", &s.chunk_tokens),
+            ("d0", &s.d0_s),
+            ("d1", &s.d1_s_per_token),
+            ("d2", &s.d2_s_per_request),
+            ("step overhead", &s.step_overhead_s),
+            ("max running", &l.max_running),
+            ("pool", &l.pool_tokens),
+            ("page", &l.page_tokens),
+            ("context", &l.context_tokens),
+        ]
+    }
+
+    /// Every number that JSON cannot carry (a NaN or an infinity would be written as
+    /// `null`, which no reader accepts), named. Empty for a profile that reads back.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (name, e) in self.terms() {
+            e.problems(name, &mut out);
+        }
+        for (content, e) in self.speculation.iter().flat_map(|s| &s.accept_length) {
+            e.problems(&format!("accept length ({content})"), &mut out);
+        }
+        if let Some(u) = &self.uncertainty {
+            for (i, r) in u.replicates.iter().enumerate() {
+                for (n, v) in r.named() {
+                    if !v.is_finite() {
+                        out.push(format!("bootstrap replicate {i}: {n} = {v}"));
+                    }
+                }
+            }
+            let sp = &u.spread;
+            for (n, v) in [
+                ("ttft_p50", sp.ttft_p50),
+                ("ttft_p99", sp.ttft_p99),
+                ("tpot_p50", sp.tpot_p50),
+                ("output_tps", sp.output_tps),
+                ("goodput_rps", sp.goodput_rps),
+            ] {
+                if !v.is_finite() {
+                    out.push(format!("spread of {n} = {v}"));
+                }
+            }
+        }
+        out
+    }
+
+    /// The profile as written: refused, naming each term, when a number is not finite.
+    pub fn to_json_checked(&self) -> Result<String, String> {
+        match self.problems() {
+            p if p.is_empty() => Ok(self.to_json_pretty()),
+            p => Err(format!(
+                "the fit produced numbers a profile cannot hold: {}",
+                p.join("; ")
+            )),
+        }
+    }
+
+    /// The terms marked unidentified, with why.
+    pub fn unidentified(&self) -> Vec<(&'static str, &str)> {
+        self.terms()
+            .into_iter()
+            .filter_map(|(n, e)| Some((n, e.unidentified.as_deref()?)))
+            .collect()
     }
 
     /// The engine configuration this profile describes.

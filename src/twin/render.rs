@@ -1,7 +1,9 @@
 //! A profile for a reader: each coefficient with its interval and source, the limits, the
 //! fit quality (R², largest residual) and the caveats. Pure: returns text.
 
+use super::band::BandFigure;
 use super::profile::{Estimate, Profile};
+use crate::record::load::CellRecord;
 use crate::sim::scheduler::TokenBudget;
 use serde_json::Value;
 use std::fmt::Write;
@@ -17,6 +19,9 @@ fn line(out: &mut String, name: &str, e: &Estimate, scale: f64, unit: &str) {
         e.value * scale,
         e.source
     );
+    if let Some(why) = &e.unidentified {
+        let _ = writeln!(out, "  {:<10} UNIDENTIFIED: {why}", "");
+    }
 }
 
 fn quality(out: &mut String, name: &str, law: &Value) {
@@ -79,6 +84,19 @@ pub fn render(p: &Profile) -> String {
     quality(&mut out, "prefill", &p.fit_quality["ttft"]);
     quality(&mut out, "decode", &p.fit_quality["decode_step"]);
     batch_quality(&mut out, &p.fit_quality["decode"]);
+    if let Some(u) = &p.uncertainty {
+        let _ = writeln!(
+            out,
+            "uncertainty: {} bootstrap refits; server spread (relative sd) TTFT p50 {:.1} %, \
+             p99 {:.1} %, TPOT p50 {:.1} %, tok/s {:.1} % ({})",
+            u.replicates.len(),
+            u.spread.ttft_p50 * 100.0,
+            u.spread.ttft_p99 * 100.0,
+            u.spread.tpot_p50 * 100.0,
+            u.spread.output_tps * 100.0,
+            u.spread.source
+        );
+    }
     for c in &p.caveats {
         let _ = writeln!(out, "caveat: {} — {}", c.what, c.effect);
     }
@@ -90,12 +108,15 @@ fn batch_quality(out: &mut String, decode: &Value) {
         for c in cells {
             let _ = writeln!(
                 out,
-                "  cell c={} at {} tokens: median gap {:.3} ms [{:.3}, {:.3}] over {} gaps",
+                "  cell c={} batch {} at {} tokens: median gap {:.3} ms [{:.3}, {:.3}], mean \
+                 {:.3} ms, over {} gaps",
                 c["concurrency"],
+                c["batch"],
                 c["context_tokens"],
                 c["itl_p50_s"].as_f64().unwrap_or(f64::NAN) * 1e3,
                 c["itl_p50_ci95_s"][0].as_f64().unwrap_or(f64::NAN) * 1e3,
                 c["itl_p50_ci95_s"][1].as_f64().unwrap_or(f64::NAN) * 1e3,
+                c["itl_mean_s"].as_f64().unwrap_or(f64::NAN) * 1e3,
                 c["gaps"],
             );
         }
@@ -113,4 +134,49 @@ fn batch_quality(out: &mut String, decode: &Value) {
             );
         }
     }
+}
+
+/// A figure and its 90 % band, as `457.1 [420.3, 495.0]` (ms for latencies).
+pub fn with_band(f: BandFigure, c: &CellRecord) -> String {
+    let Some(v) = f.of(c) else {
+        return "-".into();
+    };
+    let scale = match f {
+        BandFigure::TtftP50 | BandFigure::TtftP99 | BandFigure::TpotP50 => 1e3,
+        BandFigure::OutputTps => 1.0,
+        BandFigure::Goodput => 1.0,
+    };
+    let digits = if f == BandFigure::Goodput { 2 } else { 1 };
+    let band = c
+        .band
+        .as_ref()
+        .and_then(|b| f.within(b))
+        .map_or(String::new(), |[lo, hi]| {
+            format!(" [{:.digits$}, {:.digits$}]", lo * scale, hi * scale)
+        });
+    format!("{:.digits$}{band}", v * scale)
+}
+
+/// Each predicted cell's figures beside their 90 % bands.
+pub fn bands(cells: &[CellRecord]) -> String {
+    let mut out = String::from("\npredicted, with 90 % bands [lo, hi]:\n");
+    let _ = writeln!(
+        out,
+        "{:>7} {:>9}  {:<24} {:<24} {:<22} {:<22} {:<20}",
+        "length", "load", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "tok/s", "goodput req/s"
+    );
+    for c in cells {
+        let _ = writeln!(
+            out,
+            "{:>7} {:>9}  {:<24} {:<24} {:<22} {:<22} {:<20}",
+            c.cell.context_tokens,
+            c.cell.load_label(),
+            with_band(BandFigure::TtftP50, c),
+            with_band(BandFigure::TtftP99, c),
+            with_band(BandFigure::TpotP50, c),
+            with_band(BandFigure::OutputTps, c),
+            with_band(BandFigure::Goodput, c),
+        );
+    }
+    out
 }

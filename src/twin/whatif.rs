@@ -100,6 +100,20 @@ pub struct Config {
 }
 
 impl Config {
+    /// The record's tag: each knob's value, e.g. `{"max_running": 2}`.
+    pub fn tag(&self) -> std::collections::BTreeMap<String, f64> {
+        self.settings
+            .iter()
+            .filter_map(|(k, v)| {
+                let x = match k {
+                    Knob::TimeScale => v.parse::<f64>().ok()?,
+                    _ => crate::lengths::parse_count(v).ok()? as f64,
+                };
+                Some((k.name().replace('-', "_"), x))
+            })
+            .collect()
+    }
+
     pub fn label(&self) -> String {
         if self.settings.is_empty() {
             return "as profiled".into();
@@ -112,19 +126,29 @@ impl Config {
     }
 
     /// The twin and load flags of this configuration.
-    fn apply(&self, twin: &Twin, args: &LoadArgs) -> anyhow::Result<(Twin, LoadArgs)> {
+    pub fn apply(&self, twin: &Twin, args: &LoadArgs) -> anyhow::Result<(Twin, LoadArgs)> {
         let (mut t, mut a) = (twin.clone(), args.clone());
+        self.apply_engine(&mut t)?;
+        for (knob, v) in &self.settings {
+            if *knob == Knob::TimeScale {
+                a.time_scale = v.parse()?;
+            }
+        }
+        Ok((t, a))
+    }
+
+    /// The engine knobs of this configuration, set on `t`.
+    fn apply_engine(&self, t: &mut Twin) -> anyhow::Result<()> {
         let count = |v: &str| crate::lengths::parse_count(v).map_err(anyhow::Error::msg);
         for (knob, v) in &self.settings {
             match knob {
                 Knob::MaxRunning => t.engine.max_running = count(v)? as usize,
                 Knob::Pool => t.engine.pool_tokens = count(v)?,
                 Knob::Chunk => t.engine.max_batch_tokens = count(v)?,
-                Knob::TimeScale => a.time_scale = v.parse()?,
-                Knob::Concurrency | Knob::Rate => {}
+                Knob::TimeScale | Knob::Concurrency | Knob::Rate => {}
             }
         }
-        Ok((t, a))
+        Ok(())
     }
 }
 
@@ -175,8 +199,14 @@ pub fn run(twin: &Twin, args: &LoadArgs, vary: &[String]) -> anyhow::Result<Vec<
     let mut out = Vec::new();
     for config in configs(&varies) {
         let (t, a) = config.apply(twin, &args)?;
-        let result = predict::execute(&t, &a)?;
-        let mut warnings = envelope::warnings(&t, &result);
+        let mut result = predict::execute(&t, &a)?;
+        let unknown = envelope::unknowns(&t, &result);
+        super::band::bands(&t, &mut result, &unknown, |x| predict::execute(x, &a))?;
+        let tag = config.tag();
+        for c in &mut result.cells {
+            c.config = (!tag.is_empty()).then(|| tag.clone());
+        }
+        let mut warnings: Vec<String> = unknown.into_iter().map(|u| u.warning).collect();
         let measured_pool = twin.profile.limits.pool_tokens.value;
         if t.engine.pool_tokens as f64 > measured_pool {
             warnings.push(format!(
@@ -192,6 +222,50 @@ pub fn run(twin: &Twin, args: &LoadArgs, vary: &[String]) -> anyhow::Result<Vec<
         });
     }
     Ok(out)
+}
+
+/// `twin` as relaunched with each `KNOB=VALUE` of `settings` (engine knobs only).
+pub fn configured(twin: Twin, settings: &[String]) -> anyhow::Result<Twin> {
+    let mut config = Config {
+        settings: Vec::new(),
+    };
+    for s in settings {
+        let v = parse_vary(&s.replace('_', "-"))
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace("--vary", "--config")))?;
+        if !matches!(v.knob, Knob::MaxRunning | Knob::Pool | Knob::Chunk) || v.values.len() != 1 {
+            anyhow::bail!(
+                "--config `{s}`: give one engine knob and one value (max-running, pool or chunk)"
+            );
+        }
+        config.settings.push((v.knob, v.values[0].clone()));
+    }
+    let mut t = twin.clone();
+    config.apply_engine(&mut t)?;
+    if !config.settings.is_empty() {
+        t.path = format!("{} ({})", twin.path, config.label());
+    }
+    Ok(t)
+}
+
+/// Every configuration's predicted cells in one file, each tagged with its configuration:
+/// the run header, the plan, then the cells and knees (no per-request records: their cell
+/// keys repeat across configurations).
+pub fn write(twin: &Twin, outcomes: &[Outcome], path: &std::path::Path) -> anyhow::Result<()> {
+    let Some(first) = outcomes.first() else {
+        anyhow::bail!("--out: no configuration to write");
+    };
+    let mut all = LoadResult {
+        cells: Vec::new(),
+        requests: Vec::new(),
+        server_metrics: Vec::new(),
+        knees: Vec::new(),
+        run: first.result.run.clone(),
+        plan: first.result.plan.clone(),
+    };
+    for o in outcomes {
+        all.cells.extend(o.result.cells.iter().cloned());
+    }
+    super::output::write(twin, &all, path)
 }
 
 /// Per length: the largest load whose cell meets the SLOs at the goodput target, from the
@@ -282,6 +356,23 @@ pub fn render(outcomes: &[Outcome]) -> String {
                     .map_or("-".into(), |x| format!("{:.0}", x * 100.0)),
                 super::whatif_cost::column(c),
                 if c.meets_target { "meets" } else { "misses" }
+            );
+        }
+    }
+    s.push_str("\n90 % bands [lo, hi]:\n");
+    for o in outcomes {
+        for c in &o.result.cells {
+            let _ = writeln!(
+                s,
+                "{:<32} {:>7} {:>9}  TTFT p50 {} ms  p99 {} ms  TPOT p50 {} ms  tok/s {}  goodput {}",
+                o.config.label(),
+                c.cell.context_tokens,
+                c.cell.load_label(),
+                super::render::with_band(super::band::BandFigure::TtftP50, c),
+                super::render::with_band(super::band::BandFigure::TtftP99, c),
+                super::render::with_band(super::band::BandFigure::TpotP50, c),
+                super::render::with_band(super::band::BandFigure::OutputTps, c),
+                super::render::with_band(super::band::BandFigure::Goodput, c),
             );
         }
     }

@@ -256,23 +256,7 @@ pub async fn twin_calibrate(
     server: &LlamaServer,
     out: &std::path::Path,
 ) -> ctxbench::twin::calibrate::Calibration {
-    use clap::Parser;
-    use ctxbench::cli::{Cli, Command, TwinCommand};
-    let argv = [
-        "ctxbench",
-        "twin",
-        "calibrate",
-        "--url",
-        &server.url,
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    let Command::Twin(t) = Cli::try_parse_from(argv).unwrap().command else {
-        unreachable!()
-    };
-    let TwinCommand::Calibrate(args) = t.command else {
-        unreachable!()
-    };
+    let args = super::calibrate_args(&server.url, out, &[]);
     ctxbench::twin::calibrate::calibrate(&args)
         .await
         .expect("calibration runs")

@@ -37,6 +37,25 @@ pub async fn sim(flags: &[&str]) -> SimServer {
     .expect("simulator starts")
 }
 
+/// `twin calibrate` flags against `url`, the profile written to `out`, then `extra`.
+pub fn calibrate_args(
+    url: &str,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> ctxbench::twin::cmd::CalibrateArgs {
+    use ctxbench::cli::TwinCommand;
+    let mut argv = vec!["ctxbench", "twin", "calibrate", "--url", url];
+    argv.extend(["--out", out.to_str().unwrap()]);
+    argv.extend_from_slice(extra);
+    let Command::Twin(t) = Cli::try_parse_from(argv).expect("flags parse").command else {
+        unreachable!()
+    };
+    let TwinCommand::Calibrate(a) = t.command else {
+        unreachable!()
+    };
+    a
+}
+
 pub fn sweep_args(url: &str, flags: &[&str]) -> SweepArgs {
     let mut argv = vec!["ctxbench", "sweep", "--url", url];
     argv.extend_from_slice(flags);

@@ -42,6 +42,16 @@ pub struct Curve {
     pub points: Vec<(f64, f64)>,
 }
 
+/// A shaded band between two curves (a prediction interval), drawn under the series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shade {
+    pub key: String,
+    pub label: String,
+    pub color: usize,
+    /// (x, lo, hi), in x order.
+    pub points: Vec<(f64, f64, f64)>,
+}
+
 /// Everything one chart shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Chart {
@@ -58,6 +68,7 @@ pub struct Chart {
     pub y_zero: bool,
     pub series: Vec<Series>,
     pub curves: Vec<Curve>,
+    pub shades: Vec<Shade>,
     /// Shown instead of an empty plot area.
     pub empty_text: String,
 }
@@ -84,6 +95,7 @@ impl Chart {
             y_zero: true,
             series: Vec::new(),
             curves: Vec::new(),
+            shades: Vec::new(),
             empty_text: empty_text.into(),
         }
     }
@@ -108,6 +120,7 @@ impl Chart {
             y_zero: !y_scale.is_log(),
             series: Vec::new(),
             curves: Vec::new(),
+            shades: Vec::new(),
             empty_text: "no valid samples yet".into(),
         }
     }

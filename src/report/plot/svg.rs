@@ -36,10 +36,12 @@ pub fn render(chart: &Chart) -> String {
         );
         return out;
     }
+    let shaded = chart.shades.iter().flat_map(|s| s.points.iter());
     let xs: Vec<f64> = chart
         .series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.x))
+        .chain(shaded.clone().map(|p| p.0))
         .collect();
     let ys: Vec<f64> = chart
         .series
@@ -50,10 +52,14 @@ pub fn render(chart: &Chart) -> String {
                 [p.y, lo, hi]
             })
         })
+        .chain(shaded.flat_map(|p| [p.1, p.2]))
         .collect();
     let x = Scale::fit(chart.x_scale, &xs, false, LEFT, WIDTH - RIGHT);
     let y = Scale::fit(chart.y_scale, &ys, chart.y_zero, HEIGHT - BOTTOM, TOP);
     axes(&mut out, chart, &x, &y);
+    for s in &chart.shades {
+        shade(&mut out, s, &x, &y);
+    }
     for c in &chart.curves {
         curve(&mut out, c, &x, &y);
     }
@@ -158,6 +164,25 @@ fn axis(
         }
         out.push_str("</g>");
     }
+}
+
+/// A shaded band: the polygon along its upper edge and back along its lower one.
+fn shade(out: &mut String, s: &super::Shade, x: &Scale, y: &Scale) {
+    let place = |vx: f64, vy: f64| x.map(vx).zip(y.map(vy));
+    let upper: Option<Vec<(f64, f64)>> = s.points.iter().map(|p| place(p.0, p.2)).collect();
+    let lower: Option<Vec<(f64, f64)>> = s.points.iter().rev().map(|p| place(p.0, p.1)).collect();
+    let (Some(mut pts), Some(lower)) = (upper, lower) else {
+        return;
+    };
+    pts.extend(lower);
+    let l = escape(&s.label);
+    let _ = write!(
+        out,
+        r#"<g class="shade" data-series="{k}" data-label="{l}"><title>{l}</title><polygon class="shade-area" points="{p}" fill="{c}" fill-opacity="0.2" stroke="none"/></g>"#,
+        k = escape(&s.key),
+        p = polyline_points(&pts),
+        c = color(s.color)
+    );
 }
 
 /// A dashed curve, split into runs of points that fall inside the plot area.
