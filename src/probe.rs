@@ -123,6 +123,16 @@ fn yes_no(v: Option<bool>) -> String {
     }
 }
 
+/// `value`, with where it came from when probe recorded a source for `field`.
+fn sourced(i: &ServerInfo, field: &str, value: String) -> String {
+    match i.sources.get(field) {
+        Some(src) if value != "not reported" && value != "unknown" => {
+            format!("{value} (from {src})")
+        }
+        _ => value,
+    }
+}
+
 /// Human-readable probe result: one `key: value` line each.
 pub fn render(url: &str, i: &ServerInfo) -> String {
     let cached_hint = match (i.kind.name(), i.reports_cached_tokens) {
@@ -132,7 +142,10 @@ pub fn render(url: &str, i: &ServerInfo) -> String {
     };
     let rows = [
         ("server", format!("{} at {url}", i.kind.name())),
-        ("version", or_unknown(i.version.as_ref())),
+        (
+            "version",
+            sourced(i, "version", or_unknown(i.version.as_ref())),
+        ),
         ("model", or_unknown(i.model.as_ref())),
         (
             "context limit",
@@ -142,7 +155,14 @@ pub fn render(url: &str, i: &ServerInfo) -> String {
                 _ => "not reported".into(),
             },
         ),
-        ("max running requests", or_unknown(i.max_running_requests)),
+        (
+            "max running requests",
+            sourced(
+                i,
+                "max_running_requests",
+                or_unknown(i.max_running_requests),
+            ),
+        ),
         (
             "max input tokens",
             or_unknown(i.max_input_tokens.map(|t| format!("{t} tokens"))),
@@ -154,16 +174,41 @@ pub fn render(url: &str, i: &ServerInfo) -> String {
                 v => yes_no(v),
             },
         ),
-        ("slots", or_unknown(i.slots)),
+        ("slots", sourced(i, "slots", or_unknown(i.slots))),
         (
             "KV pool",
-            or_unknown(i.kv_pool_tokens.map(|t| format!("{t} tokens"))),
+            sourced(
+                i,
+                "kv_pool_tokens",
+                or_unknown(i.kv_pool_tokens.map(|t| format!("{t} tokens"))),
+            ),
         ),
-        ("cache page size", or_unknown(i.page_size)),
-        ("prefix cache", yes_no(i.prefix_cache)),
+        (
+            "cache page size",
+            sourced(
+                i,
+                "page_size",
+                or_unknown(i.page_size.map(|t| format!("{t} tokens"))),
+            ),
+        ),
+        (
+            "tokens per step",
+            sourced(
+                i,
+                "chunked_prefill_tokens",
+                or_unknown(i.chunked_prefill_tokens),
+            ),
+        ),
+        (
+            "prefix cache",
+            sourced(i, "prefix_cache", yes_no(i.prefix_cache)),
+        ),
         (
             "reports cached tokens",
-            format!("{}{cached_hint}", yes_no(i.reports_cached_tokens)),
+            format!(
+                "{}{cached_hint}",
+                sourced(i, "reports_cached_tokens", yes_no(i.reports_cached_tokens))
+            ),
         ),
         ("cache flush", i.flush.to_string()),
         ("tokenize endpoint", yes_no(Some(i.tokenize))),
@@ -172,7 +217,7 @@ pub fn render(url: &str, i: &ServerInfo) -> String {
             if i.speculative.is_null() {
                 "off or not reported".into()
             } else {
-                i.speculative.to_string()
+                sourced(i, "speculative", i.speculative.to_string())
             },
         ),
         (

@@ -33,11 +33,19 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
             .and_then(Value::as_f64)
             .map(|v| v / 1e9)
     };
+    let vllm = |s: &Sample| {
+        s.server_timings
+            .as_ref()
+            .and_then(crate::backend::vllm_timings::prefill_decode_s)
+    };
     let ttft: Vec<f64> = samples
         .iter()
         .filter(|s| s.method == Method::Stream.name())
         .filter_map(|s| {
-            let server_s = ms(s, "prompt_ms").or_else(|| ns(s, "prompt_eval_duration"))?;
+            // vLLM: its prefill phase, scheduled to first token (see backend::vllm_timings).
+            let server_s = ms(s, "prompt_ms")
+                .or_else(|| ns(s, "prompt_eval_duration"))
+                .or_else(|| vllm(s).map(|(prefill, _)| prefill))?;
             Some(s.ttft_s? - server_s)
         })
         .collect();
@@ -49,7 +57,8 @@ fn server_deltas(samples: &[&Sample]) -> (Option<f64>, Option<f64>) {
             // exactly those (its first token is sampled at the end of the prompt batch, and
             // `t_token_generation` starts there); Ollama's `eval_duration` is taken to cover
             // all `eval_count` tokens, so its share for the tokens after the first is scaled.
-            let server_s = match ms(s, "predicted_ms") {
+            // vLLM's decode phase runs from its first token to its last, as llama.cpp's.
+            let server_s = match ms(s, "predicted_ms").or_else(|| vllm(s).map(|(_, d)| d)) {
                 Some(ms) => ms,
                 None => {
                     let n = s.server_timings.as_ref()?.get("eval_count")?.as_f64()?;

@@ -6,7 +6,7 @@ mod common;
 use common::flags;
 use common::llama::{LlamaServer, timing};
 use common::stash::Stash;
-use ctxbench::backend::spec::MetricsDelta;
+use ctxbench::backend::metrics_delta::MetricsDelta;
 use ctxbench::backend::{Backend, GenRequest, Prompt};
 use ctxbench::record::{Sample, SpecSource};
 

@@ -7,7 +7,8 @@
 mod common;
 use common::sim;
 use common::stash::Stash;
-use ctxbench::backend::spec::{MetricsDelta, stats_of};
+use ctxbench::backend::metrics_delta::MetricsDelta;
+use ctxbench::backend::spec::stats_of;
 use ctxbench::backend::{Backend, GenRequest, Prompt};
 use ctxbench::record::SpecSource;
 use std::sync::{Arc, Mutex};

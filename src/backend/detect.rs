@@ -6,6 +6,7 @@ use super::flush::Flusher;
 use super::http::Http;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,6 +69,10 @@ pub struct ServerInfo {
     pub rtt_s: Option<f64>,
     /// Whatever the server exposes that changes on restart.
     pub instance_marker: Option<String>,
+    /// Where each stated figure came from (endpoint and field), by field name
+    /// (`page_size`, `kv_pool_tokens`, …); a figure without an entry was not reported.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<&'static str, String>,
 }
 
 impl ServerInfo {
@@ -93,7 +98,13 @@ impl ServerInfo {
             version: None,
             rtt_s: None,
             instance_marker: None,
+            sources: BTreeMap::new(),
         }
+    }
+
+    /// Record where field `field` came from.
+    pub(crate) fn source(&mut self, field: &'static str, from: impl Into<String>) {
+        self.sources.insert(field, from.into());
     }
 
     fn set_flusher(&mut self, f: Flusher) {
@@ -105,6 +116,7 @@ impl ServerInfo {
         if self.context_length.is_none() && n.is_some() {
             self.context_length = n;
             self.context_source = Some(source.to_string());
+            self.source("context_length", source);
         }
     }
 }
@@ -176,8 +188,10 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
         });
         if i.kind == ServerKind::Vllm {
             // vLLM serves `/reset_prefix_cache` only in dev mode, and `/tokenize` may be
-            // missing behind a gateway: both are checked below, not assumed.
+            // missing behind a gateway: both are checked below, not assumed. Prefix caching
+            // is on by default since its V1 engine; `/metrics` says for sure (below).
             i.prefix_cache = Some(true);
+            i.source("prefix_cache", "default: on in vLLM's V1 engine");
         }
         i
     } else {
@@ -197,6 +211,9 @@ pub async fn probe(http: &Http) -> anyhow::Result<ServerInfo> {
             u64_at(m, "/data/0/max_model_len"),
             "/v1/models data[0].max_model_len",
         );
+    }
+    if info.kind == ServerKind::Vllm {
+        super::vllm_info::read(http, &mut info).await;
     }
     if matches!(
         info.kind,
@@ -252,6 +269,24 @@ fn sglang_info(si: &Value) -> ServerInfo {
     i.page_size = u64_at(si, "/page_size");
     // -1 (chunking off) is not a u64: left unreported.
     i.chunked_prefill_tokens = u64_at(si, "/chunked_prefill_size").filter(|&c| c > 0);
+    for (field, key, set) in [
+        (
+            "max_running_requests",
+            "max_running_requests",
+            i.max_running_requests,
+        ),
+        ("kv_pool_tokens", "max_total_num_tokens", i.kv_pool_tokens),
+        ("page_size", "page_size", i.page_size),
+        (
+            "chunked_prefill_tokens",
+            "chunked_prefill_size",
+            i.chunked_prefill_tokens,
+        ),
+    ] {
+        if set.is_some() {
+            i.source(field, format!("/server_info {key}"));
+        }
+    }
     i.prefix_cache = si
         .get("disable_radix_cache")
         .and_then(Value::as_bool)
@@ -292,6 +327,10 @@ fn llamacpp_info(props: &Value) -> ServerInfo {
     );
     i.slots = u64_at(props, "/total_slots");
     i.max_running_requests = i.slots;
+    if i.slots.is_some() {
+        i.source("slots", "/props total_slots");
+        i.source("max_running_requests", "/props total_slots");
+    }
     i.model = props
         .get("model_path")
         .and_then(Value::as_str)

@@ -7,6 +7,7 @@ pub mod flush;
 pub mod http;
 pub mod instance;
 pub mod llamacpp;
+pub mod metrics_delta;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;
@@ -18,6 +19,8 @@ pub mod sse;
 pub mod tgi;
 pub mod tokenize;
 pub(crate) mod typed;
+pub mod vllm_info;
+pub mod vllm_timings;
 pub mod vocab;
 
 use async_trait::async_trait;

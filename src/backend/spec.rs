@@ -26,12 +26,10 @@
 //! The raw counts (verify steps, drafted, accepted; output on the sample) are kept, and
 //! the server's own figure, where it gives one, is recorded as `server_accept_length`.
 
-use super::{Backend, Completion, Connected, Flush, GenRequest, RequestError};
+use super::Completion;
 pub use crate::record::SpecSource;
 use crate::record::SpecStats;
-use async_trait::async_trait;
 use serde_json::Value;
-use std::time::Duration;
 
 /// Speculative-decoding counts of one request, as a source reported them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -214,7 +212,11 @@ const COUNTER_PREFIXES: [&str; 2] = ["vllm:", "llamacpp:"];
 
 /// The counters in Prometheus text, or `None` when the server exports none of them.
 pub fn read_counters(text: &str) -> Option<SpecCounters> {
-    let e = super::prometheus::read(text);
+    counters_in(&super::prometheus::read(text))
+}
+
+/// The counters in a parsed scrape, or `None` when the server exports none of them.
+pub fn counters_in(e: &super::prometheus::Exposition) -> Option<SpecCounters> {
     COUNTER_PREFIXES.iter().find_map(|p| {
         let sum = |name: &str| -> Option<f64> {
             let v: Vec<f64> = e
@@ -252,108 +254,12 @@ pub fn delta(
     })
 }
 
-/// A `/metrics` read slower than this is given up (the request goes without a delta).
-const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
-/// Re-reads after a request whose counters have not moved yet (a server may record the
-/// last step's counts just after sending the final event), and the pause between them.
-const SETTLE_READS: u32 = 3;
-const SETTLE_PAUSE: Duration = Duration::from_millis(20);
-
-async fn scrape(http: &super::http::Http) -> Option<SpecCounters> {
-    let (status, text) = http
-        .call(reqwest::Method::GET, "/metrics", None, SCRAPE_TIMEOUT)
-        .await
-        .ok()?;
-    (status == 200).then(|| read_counters(&text)).flatten()
-}
-
-/// A backend that reads the server's speculative-decoding counters around each request
-/// and records the deltas on completions that carry no counts of their own. Only correct
-/// where requests run one at a time (the sweep).
-pub struct MetricsDelta {
-    pub inner: Box<dyn Backend>,
-    pub http: super::http::Http,
-}
-
-#[async_trait]
-impl Backend for MetricsDelta {
-    fn api(&self) -> &'static str {
-        self.inner.api()
-    }
-
-    fn takes_token_ids(&self) -> bool {
-        self.inner.takes_token_ids()
-    }
-
-    async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let before = scrape(&self.http).await;
-        let mut c = self.inner.generate(req).await?;
-        if c.spec.is_some() {
-            return Ok(c);
-        }
-        let Some(before) = before else {
-            return Ok(c);
-        };
-        let mut after = scrape(&self.http).await;
-        for _ in 0..SETTLE_READS {
-            let moved = after.is_some_and(|a| a.drafts > before.drafts);
-            if moved || c.completion_tokens.unwrap_or(0) <= 1 {
-                break;
-            }
-            tokio::time::sleep(SETTLE_PAUSE).await;
-            after = scrape(&self.http).await;
-        }
-        c.spec = after.and_then(|a| delta(&before, &a, c.completion_tokens));
-        Ok(c)
-    }
-
-    async fn flush(&self) -> Result<Flush, RequestError> {
-        self.inner.flush().await
-    }
-
-    async fn tokenize(&self, text: &str) -> Result<Option<Vec<u32>>, RequestError> {
-        self.inner.tokenize(text).await
-    }
-
-    fn exact_text_lengths(&self) -> bool {
-        self.inner.exact_text_lengths()
-    }
-
-    async fn vocabulary(&self) -> super::vocab::VocabInfo {
-        self.inner.vocabulary().await
-    }
-
-    async fn detokenize(&self, ids: &[u32]) -> Result<Option<String>, RequestError> {
-        self.inner.detokenize(ids).await
-    }
-
-    async fn instance_marker(&self) -> Option<super::instance::InstanceMarker> {
-        self.inner.instance_marker().await
-    }
-}
-
-/// Wrap the connection's backends in [`MetricsDelta`] when the server's `/metrics` shows
-/// speculative-decoding counters; decided once, so servers without them pay nothing more.
-pub async fn with_metrics_deltas(mut conn: Connected) -> Connected {
-    if scrape(&conn.http).await.is_none() {
-        return conn;
-    }
-    let wrap = |inner: Box<dyn Backend>| -> Box<dyn Backend> {
-        Box::new(MetricsDelta {
-            inner,
-            http: conn.http.clone(),
-        })
-    };
-    conn.backend = wrap(conn.backend);
-    conn.fresh = wrap(conn.fresh);
-    conn
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::StreamEvent;
     use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn counts_may_be_strings() {
@@ -533,114 +439,5 @@ mod tests {
             source: SpecSource::Server,
         });
         assert_eq!(stats(&c).unwrap().source, SpecSource::Server);
-    }
-
-    /// A `/metrics` server on loopback whose spec counters a request bumps: 3 drafts of 4
-    /// tokens, 9 accepted, for a 13-token answer (1 + 3 × (1 + 3)).
-    mod around_a_request {
-        use super::*;
-        use std::sync::Arc;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-        async fn metrics_server(requests: Arc<AtomicU64>, with_counters: bool) -> String {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let url = format!("http://{}", l.local_addr().unwrap());
-            tokio::spawn(async move {
-                while let Ok((mut tcp, _)) = l.accept().await {
-                    let _ = tcp.set_nodelay(true);
-                    let n = requests.load(Ordering::SeqCst) as f64;
-                    let body = if with_counters {
-                        format!(
-                            "# TYPE vllm:spec_decode_num_drafts_total counter\n\
-                             vllm:spec_decode_num_drafts_total {}\n\
-                             vllm:spec_decode_num_draft_tokens_total {}\n\
-                             vllm:spec_decode_num_accepted_tokens_total {}\n",
-                            100.0 + 3.0 * n,
-                            400.0 + 12.0 * n,
-                            250.0 + 9.0 * n
-                        )
-                    } else {
-                        "vllm:num_requests_running 0\n".to_string()
-                    };
-                    let mut buf = vec![0u8; 4096];
-                    let mut got = Vec::new();
-                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match tcp.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(k) => got.extend_from_slice(&buf[..k]),
-                        }
-                    }
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tcp.write_all(reply.as_bytes()).await;
-                }
-            });
-            url
-        }
-
-        struct Counting(Arc<AtomicU64>);
-
-        #[async_trait]
-        impl Backend for Counting {
-            fn api(&self) -> &'static str {
-                "vllm"
-            }
-            fn takes_token_ids(&self) -> bool {
-                true
-            }
-            async fn generate(&self, _: &GenRequest) -> Result<Completion, RequestError> {
-                self.0.fetch_add(1, Ordering::SeqCst);
-                Ok(Completion {
-                    completion_tokens: Some(13),
-                    ..Completion::default()
-                })
-            }
-            async fn flush(&self) -> Result<Flush, RequestError> {
-                Ok(Flush::NotOffered)
-            }
-            async fn tokenize(&self, _: &str) -> Result<Option<Vec<u32>>, RequestError> {
-                Ok(None)
-            }
-        }
-
-        fn request() -> GenRequest {
-            GenRequest {
-                prompt: super::super::super::Prompt::Ids(vec![1, 2, 3]),
-                max_tokens: 13,
-                ignore_eos: true,
-                cache_prompt: false,
-                deadline: Duration::from_secs(5),
-            }
-        }
-
-        #[tokio::test]
-        async fn each_request_gets_the_counters_it_moved() {
-            let n = Arc::new(AtomicU64::new(0));
-            let url = metrics_server(n.clone(), true).await;
-            let http = super::super::super::http::Http::new(&url, None).unwrap();
-            assert!(scrape(&http).await.is_some());
-            let b = MetricsDelta {
-                inner: Box::new(Counting(n)),
-                http,
-            };
-            for _ in 0..2 {
-                let k = b.generate(&request()).await.unwrap().spec.unwrap();
-                assert_eq!(k.source, SpecSource::MetricsDelta);
-                assert_eq!(
-                    (k.draft_tokens, k.accepted_tokens, k.verify_steps),
-                    (Some(12), Some(9), Some(3))
-                );
-            }
-        }
-
-        #[tokio::test]
-        async fn a_server_without_counters_is_not_read() {
-            let url = metrics_server(Arc::new(AtomicU64::new(0)), false).await;
-            let http = super::super::super::http::Http::new(&url, None).unwrap();
-            assert_eq!(scrape(&http).await, None);
-        }
     }
 }

@@ -85,6 +85,12 @@ pub(crate) mod cells {
             .unwrap_or_else(|| "-".into())
     }
 
+    /// Seconds as milliseconds, signed, two decimals (client-minus-server gaps).
+    pub fn ms_delta(s: Option<f64>) -> String {
+        s.map(|s| format!("{:+.2}", s * 1e3))
+            .unwrap_or_else(|| "-".into())
+    }
+
     pub fn ms_spread(s: Option<Stat>) -> String {
         match s {
             Some(s) if s.n > 1 => format!(

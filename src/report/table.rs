@@ -19,7 +19,20 @@ pub const HEADER: [&str; 9] = [
 /// The column inserted after `decode tok/s` when any point has acceptance data.
 pub const ACCEPT: &str = "accept";
 
-/// The header of this summary's table: `HEADER`, with `accept` when it applies.
+/// The columns inserted before `valid` when any point has the server's own timings
+/// (llama.cpp's `timings`, Ollama's durations, vLLM's `/metrics` deltas): client TTFT minus
+/// the server's prefill time, client decode window minus the server's (medians).
+pub const SERVER: [&str; 2] = ["TTFT−server ms", "decode−server ms"];
+
+fn any_server(summary: &Summary) -> bool {
+    summary
+        .points
+        .iter()
+        .any(|p| p.ttft_minus_server_s.is_some() || p.decode_minus_server_s.is_some())
+}
+
+/// The header of this summary's table: `HEADER`, with `accept` and the server columns
+/// when they apply.
 pub fn header(summary: &Summary) -> Vec<&'static str> {
     let mut h = HEADER.to_vec();
     if super::spec::any(summary) {
@@ -28,12 +41,17 @@ pub fn header(summary: &Summary) -> Vec<&'static str> {
     if super::accuracy::any(summary) {
         h.insert(3, super::accuracy::COLUMN);
     }
+    if any_server(summary) {
+        let at = h.len() - 2;
+        h.splice(at..at, SERVER);
+    }
     h
 }
 
 pub fn rows(summary: &Summary) -> Vec<Vec<String>> {
     let accept = super::spec::any(summary);
     let graded = super::accuracy::any(summary);
+    let server = any_server(summary);
     summary
         .points
         .iter()
@@ -54,6 +72,16 @@ pub fn rows(summary: &Summary) -> Vec<Vec<String>> {
             }
             if graded {
                 r.insert(3, super::accuracy::column_cell(p));
+            }
+            if server {
+                let at = r.len() - 2;
+                r.splice(
+                    at..at,
+                    [
+                        cells::ms_delta(p.ttft_minus_server_s),
+                        cells::ms_delta(p.decode_minus_server_s),
+                    ],
+                );
             }
             r
         })

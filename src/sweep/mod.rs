@@ -220,8 +220,9 @@ async fn run_connected(
     url: &str,
     conn: backend::Connected,
 ) -> anyhow::Result<SweepResult> {
-    // Requests run one at a time: /metrics counter deltas around each are its own.
-    let conn = backend::spec::with_metrics_deltas(conn).await;
+    // Requests run one at a time: /metrics counter deltas around each are its own
+    // (speculative acceptance; vLLM's phase times).
+    let conn = backend::metrics_delta::with_metrics_deltas(conn).await;
     let mut prepared = target::prepare(&args, &plan, url, conn).await?;
     // A resumed file is opened (and refused if another target or configuration wrote it)
     // before any check is sent; a new file only once the checks can head it.
