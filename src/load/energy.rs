@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(e.cell.energy_source, Some(EnergySource::Counter));
         assert!((e.cell.energy_j.unwrap() - 800.0).abs() < 1e-6, "{e:?}");
         assert!((e.power_w.unwrap() - 400.0).abs() < 1e-9);
-        assert_eq!(e.util_pct, Some(50.0));
+        assert!((e.util_pct.unwrap() - 50.0).abs() < 1e-9);
         assert_eq!(e.cell.fb_used_max_mib, Some(2000.0));
         assert!(e.notes.is_empty(), "{:?}", e.notes);
     }

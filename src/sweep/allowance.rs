@@ -25,7 +25,8 @@ const DRAWS: usize = 200;
 /// Whether a probe may lead with `first`: never after another probe's first symbol, and,
 /// while `strict`, never after any nonce's the run drew before the probes (`earlier`).
 fn fresh(first: Option<u64>, probes: &[Option<u64>], earlier: &HashSet<u64>, strict: bool) -> bool {
-    !probes.contains(&first) && !(strict && first.is_some_and(|f| earlier.contains(&f)))
+    let seen_before = strict && first.is_some_and(|f| earlier.contains(&f));
+    !probes.contains(&first) && !seen_before
 }
 
 /// Tokens every prompt shares at its start because the API adds them, as the server's
