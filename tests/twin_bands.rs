@@ -58,6 +58,31 @@ async fn sim_with(t0: &str, p0: &str, d0: &str, d2: &str, slots: &str) -> ctxben
     .await
 }
 
+/// `twin calibrate` against `url` (sweep to 4k, 16 output tokens, 12 requests a cell, then
+/// `extra`), the profile printed, and its twin.
+async fn calibrated(
+    url: &str,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> (ctxbench::twin::calibrate::Calibration, Twin) {
+    let profile = dir.join("profile.json");
+    let mut flags = vec![
+        "--max-length",
+        "4k",
+        "--output-tokens",
+        "16",
+        "--requests",
+        "12",
+    ];
+    flags.extend_from_slice(extra);
+    let c = calibrate(&calibrate_args(url, &profile, &flags))
+        .await
+        .expect("calibration runs");
+    println!("{}", ctxbench::twin::render::render(&c.profile));
+    let twin = Twin::new(c.profile.clone(), profile.display().to_string());
+    (c, twin)
+}
+
 fn summary(r: &CheckReport) {
     println!("{}", render(r));
 }
@@ -69,21 +94,7 @@ async fn calibrated_bands_cover_held_out_cells_of_the_simulator() {
     // cores (≈ 1 ms) is a few per cent of a figure.
     let sim = sim_with("0.02", "20000", "0.006", "0.002", "4").await;
     let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("sim.json");
-    let args = calibrate_args(
-        &sim.url(),
-        &profile,
-        &[
-            "--max-length",
-            "4k",
-            "--output-tokens",
-            "16",
-            "--requests",
-            "12",
-        ],
-    );
-    let c = calibrate(&args).await.expect("calibration runs");
-    println!("{}", ctxbench::twin::render::render(&c.profile));
+    let (c, twin) = calibrated(&sim.url(), dir.path(), &[]).await;
     assert_eq!(c.plan.concurrency, vec![1, 2, 4], "up to the slot limit");
     assert!(
         c.profile
@@ -91,7 +102,6 @@ async fn calibrated_bands_cover_held_out_cells_of_the_simulator() {
             .as_ref()
             .is_some_and(|u| u.replicates.len() >= 16)
     );
-    let twin = Twin::new(c.profile.clone(), profile.display().to_string());
     // Held out: 8 clients on 4 slots (queueing), and an open loop.
     let closed = measure(
         &sim.url(),
@@ -158,25 +168,8 @@ async fn a_server_whose_decode_does_not_batch_is_predicted_or_warned_about() {
     // Every decoding request pays the whole 4 ms step: no weight read is shared.
     let sim = sim_with("0.01", "40000", "0", "0.004", "8").await;
     let dir = tempfile::tempdir().unwrap();
-    let profile = dir.path().join("serial.json");
     // Calibrated at one and two clients only: batch 6 is beyond the envelope.
-    let args = calibrate_args(
-        &sim.url(),
-        &profile,
-        &[
-            "--max-length",
-            "4k",
-            "--output-tokens",
-            "16",
-            "--requests",
-            "12",
-            "--concurrency-up-to",
-            "2",
-        ],
-    );
-    let c = calibrate(&args).await.expect("calibration runs");
-    println!("{}", ctxbench::twin::render::render(&c.profile));
-    let twin = Twin::new(c.profile.clone(), profile.display().to_string());
+    let (_, twin) = calibrated(&sim.url(), dir.path(), &["--concurrency-up-to", "2"]).await;
     let files = measure(
         &sim.url(),
         dir.path(),

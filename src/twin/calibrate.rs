@@ -289,10 +289,13 @@ pub async fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Calibration> {
     }
     let load_path = records_path(&args.out, "load");
     load(args, &plan, &load_path).await?;
-    records.push(load_path);
+    records.push(load_path.clone());
     let top = plan.concurrency.iter().copied().max().unwrap_or(1);
     let gathered = inputs::gather(&records, top)?;
-    let profile = fit::fit(&gathered)?;
+    let (profile, skipped) = super::insample::widen(fit::fit(&gathered)?, &load_path);
+    if let Some(why) = skipped {
+        eprintln!("twin calibrate: {why}");
+    }
     Ok(Calibration {
         profile,
         records,

@@ -40,7 +40,19 @@ pub fn run_fit(args: &FitArgs) -> anyhow::Result<u8> {
         anyhow::bail!("--fit-concurrency must be at least 1");
     }
     let gathered = inputs::gather(&args.files, args.fit_concurrency)?;
-    let profile = fit::fit(&gathered)?;
+    let mut profile = fit::fit(&gathered)?;
+    // Held to its own calibration cells: the first file with closed-loop cells.
+    let load = args.files.iter().find(|p| {
+        crate::resultfile::read(p)
+            .is_ok_and(|f| f.load.cells.iter().any(|c| c.cell.concurrency.is_some()))
+    });
+    if let Some(load) = load {
+        let (widened, skipped) = super::insample::widen(profile, load);
+        profile = widened;
+        if let Some(why) = skipped {
+            eprintln!("twin fit: {why}");
+        }
+    }
     write(&profile, &args.out)?;
     print!("{}", render::render(&profile));
     println!("profile written to {}", args.out.display());

@@ -19,6 +19,7 @@ pub mod fit;
 #[cfg(test)]
 mod fit_props;
 pub mod inputs;
+pub mod insample;
 pub mod known;
 pub mod limits;
 pub mod output;

@@ -1,0 +1,68 @@
+//! The profile held to its own calibration: its closed-loop cells predicted and compared
+//! (`twin check` on the calibration's load file). What the fitted model cannot reproduce
+//! there — the host slowing between the sweep and the cells, a batch law that is not
+//! linear — will be in every prediction too, so each figure's in-sample error joins the
+//! server's spread that the bands rest on, and the profile says how large it was.
+
+use super::check::check;
+use super::engine::Twin;
+use super::figures::Figure;
+use super::profile::Profile;
+use std::path::Path;
+
+/// `profile` with its spread widened by its in-sample error per figure (the root mean
+/// square over the calibration's cells of load file `load`); unchanged when the file
+/// cannot be checked (the reason is returned).
+pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
+    let checked = crate::resultfile::read(load)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .and_then(|f| {
+            let twin = Twin::new(profile.clone(), load.display().to_string());
+            check(&twin, &[(load.display().to_string(), f)], None)
+        });
+    let report = match checked {
+        Ok(r) => r,
+        Err(e) => return (profile, Some(format!("in-sample check skipped: {e:#}"))),
+    };
+    let rms = |f: Figure| {
+        let e: Vec<f64> = report
+            .cells
+            .iter()
+            .flat_map(|c| &c.rows)
+            .filter(|r| r.figure == f && r.error.is_finite())
+            .map(|r| r.error)
+            .collect();
+        if e.is_empty() {
+            0.0
+        } else {
+            (e.iter().map(|x| x * x).sum::<f64>() / e.len() as f64).sqrt()
+        }
+    };
+    let Some(u) = profile.uncertainty.as_mut() else {
+        return (profile, None);
+    };
+    let s = &mut u.spread;
+    let (p50, p99, tpot, tps, good) = (
+        rms(Figure::TtftP50),
+        rms(Figure::TtftP99),
+        rms(Figure::TpotP50),
+        rms(Figure::OutputTps),
+        rms(Figure::Goodput),
+    );
+    s.ttft_p50 = s.ttft_p50.hypot(p50);
+    s.ttft_p99 = s.ttft_p99.hypot(p99);
+    s.tpot_p50 = s.tpot_p50.hypot(tpot);
+    s.output_tps = s.output_tps.hypot(tps);
+    s.goodput_rps = s.goodput_rps.hypot(good);
+    s.source.push_str(&format!(
+        "; with the profile's in-sample error on its {} calibration cells (rms: TTFT p50 \
+         {:.1} %, p99 {:.1} %, TPOT p50 {:.1} %, tok/s {:.1} %, goodput {:.1} %)",
+        report.cells.len(),
+        p50 * 100.0,
+        p99 * 100.0,
+        tpot * 100.0,
+        tps * 100.0,
+        good * 100.0
+    ));
+    (profile, None)
+}
