@@ -54,7 +54,7 @@ async fn stdout_is_the_result_file_and_the_log_holds_the_progress() {
     assert!(o.stderr.is_empty(), "stderr: {}", text(&o.stderr));
     let log = std::fs::read_to_string(dir.path().join("log.txt")).unwrap();
     assert!(log.contains("content: "), "{log}");
-    let f = ctxbench::resultfile::read(&dir.path().join("r.jsonl")).unwrap();
+    let f = ctxbench::resultfile::read(dir.path().join("r.jsonl")).unwrap();
     assert_eq!(f.load.requests.iter().filter(|r| r.ok).count(), 3);
 }
 
