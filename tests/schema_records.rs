@@ -230,6 +230,26 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
         ],
         limit,
     );
+    // Graded tasks: task results, accuracy, effective-context records.
+    let tasks = out("tasks.jsonl");
+    ctxbench(
+        &[
+            "sweep",
+            "--lengths",
+            "1k,2k",
+            "--tasks",
+            "niah,vt",
+            "--samples",
+            "2",
+            "--output-tokens",
+            "8",
+            "--effective-context",
+            "1500",
+            "--out",
+            &tasks,
+        ],
+        limit,
+    );
     // A turn deep in a conversation: depth samples.
     let depth = out("depth.jsonl");
     ctxbench(
@@ -327,6 +347,30 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
         ],
         limit,
     );
+    // Graded load: tasks on the requests, accuracy on the cell.
+    let graded = out("graded-load.jsonl");
+    ctxbench(
+        &[
+            "load",
+            "--url",
+            &sim.url,
+            "--lengths",
+            "1k",
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+            "--output-tokens",
+            "8",
+            "--tasks",
+            "niah",
+            "--samples",
+            "2",
+            "--out",
+            &graded,
+        ],
+        limit,
+    );
     // A replayed trace: trace fields on the plan and the requests.
     let trace = out("trace.jsonl");
     ctxbench(
@@ -371,7 +415,7 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
         ],
         limit,
     );
-    [sweep, depth, errors, load, knee, replay]
+    [sweep, tasks, depth, errors, load, knee, graded, replay]
         .into_iter()
         .map(PathBuf::from)
         .collect()
