@@ -186,6 +186,7 @@ fn unknowns_of(twin: &Twin, r: &LoadResult, c: &CellRecord) -> Vec<&'static str>
             .cloned()
             .collect(),
         server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
         run: r.run.clone(),
         plan: r.plan.clone(),
     };

@@ -258,6 +258,7 @@ pub fn write(twin: &Twin, outcomes: &[Outcome], path: &std::path::Path) -> anyho
         cells: Vec::new(),
         requests: Vec::new(),
         server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
         knees: Vec::new(),
         run: first.result.run.clone(),
         plan: first.result.plan.clone(),
