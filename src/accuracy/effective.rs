@@ -19,8 +19,10 @@ pub fn effective(steps: &[Step], threshold: Threshold) -> Option<(u64, f64, f64,
     steps.sort_by_key(|s| s.tokens);
     let baseline = steps.first()?.rate;
     let need = threshold.rate(baseline);
-    // A little slack for float sums (0.85 × 1.0 is not always 0.85 exactly).
-    let passes = |s: &Step| s.rate + 1e-9 >= need;
+    // A little slack for float sums (0.85 × 1.0 is not always 0.85 exactly); a length that
+    // answered nothing right never passes, even when a relative threshold of a zero
+    // baseline is zero.
+    let passes = |s: &Step| s.rate > 0.0 && s.rate + 1e-9 >= need;
     let first_fail = steps.iter().position(|s| !passes(s));
     Some(match first_fail {
         None => (steps.last()?.tokens, need, baseline, "none"),
@@ -140,6 +142,9 @@ mod tests {
         let (n, _, _, why) = effective(&[s(512, 1.0), s(1024, 0.9)], Threshold::default()).unwrap();
         assert_eq!((n, why), (1024, "none"));
         assert!(effective(&[], Threshold::default()).is_none());
+        // Nothing right anywhere: no effective context, not "every length passed".
+        let (n, _, _, why) = effective(&[s(512, 0.0), s(1024, 0.0)], Threshold::default()).unwrap();
+        assert_eq!((n, why), (0, "accuracy"));
     }
 
     #[test]

@@ -139,6 +139,11 @@ impl Parts {
     }
 }
 
+/// The instruction of the tasks that hide several numbers.
+const MANY_NUMBERS: &str = "Some special magic numbers are hidden within the following text. \
+                            Make sure to memorize them. I will quiz you about the numbers \
+                            afterwards.";
+
 fn fact(depth: f64, text: String) -> Fact {
     Fact {
         depth: depth.clamp(0.0, 1.0),
@@ -187,9 +192,7 @@ fn multikey(rng: &mut ChaCha8Rng, depth: f64) -> Parts {
         .collect();
     let key = &keys[0];
     Parts {
-        preamble: "Some special magic numbers are hidden within the following text. Make sure \
-                   to memorize them. I will quiz you about the numbers afterwards."
-            .into(),
+        preamble: MANY_NUMBERS.into(),
         facts,
         question: format!(
             "What is the special magic number for {key} mentioned in the provided text?"
@@ -211,9 +214,7 @@ fn multivalue(rng: &mut ChaCha8Rng, depth: f64) -> Parts {
         .map(|(d, v)| fact(d, magic(&key, v)))
         .collect();
     Parts {
-        preamble: "Some special magic numbers are hidden within the following text. Make sure \
-                   to memorize them. I will quiz you about the numbers afterwards."
-            .into(),
+        preamble: MANY_NUMBERS.into(),
         facts,
         question: format!(
             "What are all the special magic numbers for {key} mentioned in the provided text?"

@@ -78,8 +78,8 @@ fn rows(summary: &Summary) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-/// Accuracy by fact depth, length × depth, all tasks together.
-fn depth_rows(summary: &Summary) -> (Vec<String>, Vec<Vec<String>>) {
+/// The fact depths any point was graded at, ascending, once each.
+pub fn depths(summary: &Summary) -> Vec<f64> {
     let mut depths: Vec<f64> = summary
         .points
         .iter()
@@ -87,6 +87,12 @@ fn depth_rows(summary: &Summary) -> (Vec<String>, Vec<Vec<String>>) {
         .collect();
     depths.sort_by(f64::total_cmp);
     depths.dedup();
+    depths
+}
+
+/// Accuracy by fact depth, length × depth, all tasks together.
+fn depth_rows(summary: &Summary) -> (Vec<String>, Vec<Vec<String>>) {
+    let depths = depths(summary);
     let mut header = vec!["context".to_string()];
     header.extend(depths.iter().map(|d| format!("d={d}")));
     let rows = summary

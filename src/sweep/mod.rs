@@ -28,6 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use timeout::TimeoutPolicy;
 
+/// Output tokens below which graded answers may be cut short (RULER's vt allows 30).
+const GRADED_OUTPUT_TOKENS: u64 = 32;
+
 /// Warm-up prompt size, tokens (capped by the smallest length).
 const WARMUP_TOKENS: u64 = 256;
 
@@ -142,6 +145,13 @@ fn plan(args: &SweepArgs) -> anyhow::Result<Plan> {
                 _ => None,
             })
             .collect();
+        if args.output_tokens < GRADED_OUTPUT_TOKENS {
+            eprintln!(
+                "note: --tasks grades the first output tokens: {} may cut an answer short (a \
+                 chat model often restates the question first); RULER allows 30 to 128",
+                args.output_tokens
+            );
+        }
         // The raw style's longer questions: the stricter check.
         a.check_lengths(&explicit, &depths, crate::accuracy::generate::Style::Raw)?;
     }

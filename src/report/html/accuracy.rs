@@ -93,13 +93,7 @@ pub fn curves(summary: &Summary) -> Chart {
 
 /// Length × depth: accuracy of the samples whose (first) fact sat at each depth.
 pub fn heatmap(summary: &Summary) -> String {
-    let mut depths: Vec<f64> = summary
-        .points
-        .iter()
-        .flat_map(|p| p.accuracy_by_depth.iter().map(|d| d.depth))
-        .collect();
-    depths.sort_by(f64::total_cmp);
-    depths.dedup();
+    let depths = crate::report::accuracy::depths(summary);
     if depths.is_empty() {
         return String::new();
     }

@@ -1,0 +1,88 @@
+//! Effective context of a real instruct model: SmolLM2-135M-Instruct on vLLM's CPU build,
+//! through its chat template, niah, multikey and vt at 512 → 7k. Two seeds (different
+//! items, different nonces) must tell the same story: at every length their 95 % Wilson
+//! intervals overlap, and their effective contexts are at most one length step apart. The
+//! curve and the run's cost are printed. Kept cheap: prefill on 2 CPU cores is slow.
+
+mod common;
+use common::flags;
+use common::vllm::{Config, Model, VllmServer};
+
+const LENGTHS: [u64; 3] = [512, 2048, 7168];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smollm2_effective_context_agrees_across_seeds() {
+    let server = VllmServer::shared(Config {
+        model: Model::SmolLm2,
+        max_model_len: 8192,
+        ..Default::default()
+    });
+    let _alone = server.exclusive().await;
+    let mut runs = Vec::new();
+    for seed in ["1", "2"] {
+        let started = std::time::Instant::now();
+        let r = flags("512,2k,7k", 1, 64)
+            .with(&[
+                "--tasks",
+                "niah,multikey,vt",
+                "--samples",
+                "2",
+                "--needle-depths",
+                "0.25,0.75",
+                "--seed",
+                seed,
+            ])
+            .run(&server.url)
+            .await;
+        let wall = started.elapsed().as_secs_f64();
+        let prefill: u64 = r.samples.iter().filter_map(|s| s.prompt_tokens).sum();
+        let table = ctxbench::report::render(&r.run, &r.summary, ctxbench::cli::Format::Table);
+        println!(
+            "seed {seed}: {} samples, {prefill} prompt tokens prefilled, {wall:.0} s\n{table}",
+            r.samples.len()
+        );
+        assert_eq!(r.run.config.prompt_style.as_deref(), Some("chat"));
+        assert_eq!(r.samples.len(), 3 * 2 * LENGTHS.len());
+        for s in &r.samples {
+            assert!(s.task.is_some() && s.ttft_s.is_some(), "{s:?}");
+        }
+        let eff = ctxbench::report::accuracy::effective_records(&r.run, &r.summary);
+        let all = eff
+            .into_iter()
+            .find(|e| e.task == "all")
+            .expect("effective context");
+        runs.push((r.summary, all));
+    }
+    let (a, b) = (&runs[0], &runs[1]);
+    for n in LENGTHS {
+        let cell = |s: &ctxbench::record::Summary| {
+            s.points
+                .iter()
+                .find(|p| p.context_tokens == n)
+                .unwrap()
+                .accuracy["all"]
+                .clone()
+        };
+        let (x, y) = (cell(&a.0), cell(&b.0));
+        assert!(
+            x.ci95[0] <= y.ci95[1] && y.ci95[0] <= x.ci95[1],
+            "at {n} the seeds disagree beyond their intervals: {x:?} vs {y:?}"
+        );
+    }
+    let step = |t: u64| {
+        LENGTHS
+            .iter()
+            .position(|&n| n == t)
+            .map_or(-1, |i| i as i64)
+    };
+    assert!(
+        (step(a.1.tokens) - step(b.1.tokens)).abs() <= 1,
+        "effective contexts {} and {} are more than one step apart",
+        a.1.tokens,
+        b.1.tokens
+    );
+    println!(
+        "effective context (all): seed 1 {} tokens, seed 2 {} tokens",
+        a.1.tokens, b.1.tokens
+    );
+}
