@@ -1,5 +1,6 @@
-//! Identifying a server from its endpoints, with GETs only (no side effects), and reading
-//! its limits and capabilities.
+//! Identifying a server from its endpoints, with GETs (no side effects), and reading its
+//! limits and capabilities; on vLLM also one 1-token completion, which shows whether it
+//! reports cached tokens (`vllm_info`).
 
 use super::RequestError;
 use super::flush::Flusher;

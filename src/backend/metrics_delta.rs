@@ -30,13 +30,7 @@ impl Scrape {
 }
 
 pub async fn scrape(http: &super::http::Http) -> Option<Scrape> {
-    let (status, text) = http
-        .call(reqwest::Method::GET, "/metrics", None, SCRAPE_TIMEOUT)
-        .await
-        .ok()?;
-    if status != 200 {
-        return None;
-    }
+    let text = super::prometheus::fetch(http, SCRAPE_TIMEOUT).await?;
     let m = super::prometheus::read(&text);
     let s = Scrape {
         spec: spec::counters_in(&m),

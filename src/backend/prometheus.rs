@@ -26,6 +26,15 @@ impl Exposition {
     }
 }
 
+/// `GET /metrics`: its text when the server answers 200 within `timeout`.
+pub async fn fetch(http: &super::http::Http, timeout: std::time::Duration) -> Option<String> {
+    let (status, text) = http
+        .call(reqwest::Method::GET, "/metrics", None, timeout)
+        .await
+        .ok()?;
+    (status == 200).then_some(text)
+}
+
 /// Read Prometheus text exposition (the one parser the crate uses for it).
 pub fn read(text: &str) -> Exposition {
     let unreadable = text

@@ -37,10 +37,7 @@ pub async fn read(http: &Http, info: &mut ServerInfo) {
         info.version = Some(s.to_string());
         info.source("version", SRC_VERSION);
     }
-    if let Ok((200, text)) = http
-        .call(reqwest::Method::GET, "/metrics", None, TIMEOUT)
-        .await
-    {
+    if let Some(text) = super::prometheus::fetch(http, TIMEOUT).await {
         from_metrics(&super::prometheus::read(&text), info);
     }
     // Dev mode only (VLLM_SERVER_DEV_MODE=1); elsewhere 404 and these stay unreported.

@@ -63,13 +63,7 @@ pub async fn available(http: &Http) -> bool {
 }
 
 async fn fetch(http: &Http) -> Option<ServerReading> {
-    let (status, text) = http
-        .call(reqwest::Method::GET, "/metrics", None, SCRAPE_TIMEOUT)
-        .await
-        .ok()?;
-    if status != 200 {
-        return None;
-    }
+    let text = crate::backend::prometheus::fetch(http, SCRAPE_TIMEOUT).await?;
     parse(&text).ok()
 }
 

