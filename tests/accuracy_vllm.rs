@@ -1,14 +1,17 @@
 //! Effective context of a real instruct model: SmolLM2-135M-Instruct on vLLM's CPU build,
-//! through its chat template, niah, multikey and vt at 512 → 7k. Two seeds (different
-//! items, different nonces) must tell the same story: at every length their 95 % Wilson
-//! intervals overlap, and their effective contexts are at most one length step apart. The
-//! curve and the run's cost are printed. Kept cheap: prefill on 2 CPU cores is slow.
+//! through its chat template, niah, multikey and vt at 512 → 2k. The model retrieves at
+//! short length (measured here: niah and multikey right at 512 tokens in every seeded run;
+//! docs/accuracy.md), so a run that grades nothing right at 512 means the prompt path broke,
+//! not the model. Two seeds (different items, different nonces) must tell the same story: at every
+//! length their 95 % Wilson intervals overlap, and their effective contexts are at most one
+//! length step apart. The curve and the run's cost are printed. Kept cheap: prefill on 2
+//! CPU cores is slow (the 512 → 7k curve is in docs/accuracy.md).
 
 mod common;
 use common::flags;
 use common::vllm::{Config, Model, VllmServer};
 
-const LENGTHS: [u64; 3] = [512, 2048, 7168];
+const LENGTHS: [u64; 3] = [512, 1024, 2048];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smollm2_effective_context_agrees_across_seeds() {
@@ -21,7 +24,7 @@ async fn smollm2_effective_context_agrees_across_seeds() {
     let mut runs = Vec::new();
     for seed in ["1", "2"] {
         let started = std::time::Instant::now();
-        let r = flags("512,2k,7k", 1, 64)
+        let r = flags("512,1k,2k", 1, 64)
             .with(&[
                 "--tasks",
                 "niah,multikey,vt",
@@ -51,6 +54,18 @@ async fn smollm2_effective_context_agrees_across_seeds() {
             .into_iter()
             .find(|e| e.task == "all")
             .expect("effective context");
+        let shortest = &r
+            .summary
+            .points
+            .iter()
+            .find(|p| p.context_tokens == LENGTHS[0])
+            .expect("the shortest length")
+            .accuracy["all"];
+        assert!(
+            shortest.correct > 0.0,
+            "seed {seed}: nothing graded right at {} tokens ({shortest:?}): the prompt, not the model",
+            LENGTHS[0]
+        );
         runs.push((r.summary, all));
     }
     let (a, b) = (&runs[0], &runs[1]);
