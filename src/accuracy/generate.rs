@@ -336,13 +336,7 @@ mod tests {
 
     #[test]
     fn items_are_seeded_and_differ_between_samples() {
-        for t in [
-            TaskKind::Niah,
-            TaskKind::Multikey,
-            TaskKind::Multivalue,
-            TaskKind::Vt,
-            TaskKind::Cwe,
-        ] {
+        for t in TaskKind::SYNTHETIC {
             assert_eq!(item(t, 0), item(t, 0), "{t}");
             assert_ne!(item(t, 0), item(t, 1), "{t}");
         }

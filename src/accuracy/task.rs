@@ -28,6 +28,14 @@ impl TaskKind {
         TaskKind::Cwe,
         TaskKind::Qa,
     ];
+    /// The tasks ctxbench generates from a seed (all but `qa`, which needs `--dataset`).
+    pub const SYNTHETIC: [TaskKind; 5] = [
+        TaskKind::Niah,
+        TaskKind::Multikey,
+        TaskKind::Multivalue,
+        TaskKind::Vt,
+        TaskKind::Cwe,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -175,13 +175,7 @@ mod tests {
     #[test]
     fn answers_every_task_within_reach() {
         let reach = Reach::default();
-        for t in [
-            TaskKind::Niah,
-            TaskKind::Multikey,
-            TaskKind::Multivalue,
-            TaskKind::Vt,
-            TaskKind::Cwe,
-        ] {
+        for t in TaskKind::SYNTHETIC {
             for sample in 0..4 {
                 let (text, expected) = prompt(t, sample, 0.3);
                 let a = answer(&text, 1000, &reach).unwrap();
