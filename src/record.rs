@@ -11,6 +11,13 @@ pub const SCHEMA: u32 = 1;
 pub mod load;
 pub use load::Percentiles;
 
+#[path = "record_accuracy.rs"]
+mod accuracy;
+pub use accuracy::*;
+#[path = "record_spec.rs"]
+mod spec;
+pub use spec::*;
+
 /// Relative prompt-length error tolerated before `length_mismatch` / `truncated`.
 pub const LENGTH_TOLERANCE: f64 = 0.01;
 
@@ -38,57 +45,6 @@ pub enum Record {
     Knee(crate::record::load::KneeRecord),
     /// `--tasks`: the effective context of one task (or `all`), after the summary.
     EffectiveContext(EffectiveContextRecord),
-}
-
-/// `--tasks`: one graded sample's task, expected strings, graded answer and score.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct TaskResult {
-    /// `niah`, `multikey`, `multivalue`, `vt`, `cwe` or `qa`.
-    pub name: String,
-    pub expected: Vec<String>,
-    /// The start of the output that was graded (see docs/accuracy.md).
-    pub answer: String,
-    /// Share of the expected strings in the answer, case-insensitive (qa: 1 if any is).
-    pub score: f64,
-    /// Where the task's (first) fact sits, as a fraction of the haystack.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub depth: Option<f64>,
-}
-
-/// Accuracy of one task over some samples: `correct` sums the scores (partial scores
-/// count their share), `rate` = correct / total, `ci95` the Wilson interval.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct AccuracyCell {
-    pub correct: f64,
-    pub total: u64,
-    pub rate: f64,
-    pub ci95: [f64; 2],
-}
-
-/// Accuracy by task name (and `all`).
-pub type Accuracy = std::collections::BTreeMap<String, AccuracyCell>;
-
-/// The longest length at which a task (or `all`) and every shorter length score at least
-/// the threshold.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct EffectiveContextRecord {
-    pub task: String,
-    /// 0 when even the shortest length misses the threshold.
-    pub tokens: u64,
-    /// The rate a length had to reach.
-    pub threshold: f64,
-    /// The rate at the shortest length.
-    pub baseline_rate: f64,
-    /// `relative` (a factor of the baseline) or `absolute`.
-    pub threshold_kind: String,
-    /// The longest length measured.
-    pub longest_tokens: u64,
-    /// Why accuracy stops where it does: `accuracy` (the model), `truncation` (the server
-    /// cut the prompts at the first failing length), or `none` (every length passed).
-    pub limited_by: String,
-    /// The haystack the items were hidden in (filler, a corpus, a dataset).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub haystack: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -291,93 +247,6 @@ pub struct DocSpan {
     pub end: u64,
 }
 
-/// Where a sample's speculative-decoding figures came from.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum SpecSource {
-    /// Per-request counts from the server itself (SGLang `meta_info`, llama.cpp `timings`,
-    /// vLLM per-request metrics).
-    Server,
-    /// The server's `/metrics` counters read before and after a request that ran alone.
-    MetricsDelta,
-    /// Tokens per stream event: a proxy for the accept length, not a count of it.
-    EventsProxy,
-}
-
-impl SpecSource {
-    /// The on-disk name.
-    pub fn name(self) -> &'static str {
-        match self {
-            SpecSource::Server => "server",
-            SpecSource::MetricsDelta => "metrics_delta",
-            SpecSource::EventsProxy => "events_proxy",
-        }
-    }
-
-    pub fn is_proxy(self) -> bool {
-        self == SpecSource::EventsProxy
-    }
-}
-
-impl std::fmt::Display for SpecSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Speculative-decoding acceptance of one request.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct SpecStats {
-    /// Decode tokens per verification step: (output − 1) / verify steps, the first
-    /// (prefill) token left out — one definition for every source (see `backend::spec`);
-    /// for `events_proxy`, tokens per stream event after the first. Files written before
-    /// this definition counted the first token in the numerator (SGLang's, llama.cpp's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accept_length: Option<f64>,
-    /// Accepted draft tokens / drafted tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accept_rate: Option<f64>,
-    /// Target-model steps that produced the output (see `backend::spec`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verify_steps: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accepted_tokens: Option<u64>,
-    /// The acceptance length the server states itself, by its own definition: SGLang's
-    /// `spec_accept_length` (completion tokens / verify steps = ours + 1 / steps), vLLM's
-    /// `mean_acceptance_length` or, from `/metrics` deltas, 1 + accepted / drafts (equal to
-    /// ours when every decode step drafts). None where the server states none (llama.cpp).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_accept_length: Option<f64>,
-    pub source: SpecSource,
-}
-
-impl SpecStats {
-    /// No figure yet, from `source`: a literal sets the ones it has over this.
-    pub fn empty(source: SpecSource) -> Self {
-        SpecStats {
-            accept_length: None,
-            accept_rate: None,
-            verify_steps: None,
-            draft_tokens: None,
-            accepted_tokens: None,
-            server_accept_length: None,
-            source,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct NeedleResult {
-    pub depth: f64,
-    pub expected: String,
-    pub answer: String,
-    pub ok: bool,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct ErrorRecord {
     pub context_tokens: u64,
@@ -485,21 +354,6 @@ pub struct PointSummary {
     /// own definition (see `SpecStats::server_accept_length`), shown beside ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_accept_length: Option<f64>,
-}
-
-/// Accuracy of the samples whose (first) fact sat at one depth.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct DepthAccuracy {
-    pub depth: f64,
-    #[serde(flatten)]
-    pub accuracy: AccuracyCell,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct NeedleCell {
-    pub depth: f64,
-    pub passed: usize,
-    pub total: usize,
 }
 
 /// Declares the sample flags once: variant, on-disk name, former constant, whether it

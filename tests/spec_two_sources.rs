@@ -6,12 +6,7 @@
 
 mod common;
 use common::sim;
-use common::stash::Stash;
-use ctxbench::backend::metrics_delta::MetricsDelta;
 use ctxbench::backend::spec::stats_of;
-use ctxbench::backend::{Backend, GenRequest, Prompt};
-use ctxbench::record::SpecSource;
-use std::sync::{Arc, Mutex};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_request_counts_and_metrics_deltas_give_one_acceptance() {
@@ -26,31 +21,9 @@ async fn per_request_counts_and_metrics_deltas_give_one_acceptance() {
     ])
     .await;
     let conn = common::connect(&server.url(), ctxbench::choices::ApiChoice::Vllm).await;
-    let own = Arc::new(Mutex::new(Vec::new()));
-    let b = MetricsDelta {
-        inner: Box::new(Stash(conn.backend, own.clone())),
-        http: conn.http.clone(),
-    };
-    // Prose (few repeated bigrams: low acceptance) and a repeated sentence (high).
-    let texts = [
-        "harbour lantern quietly seven copper meadow argued under window bright kettle",
-        "the mill the mill the mill the mill the mill the mill the mill the mill the mill",
-    ];
-    for (i, text) in texts.iter().cycle().take(4).enumerate() {
-        let req = GenRequest {
-            prompt: Prompt::Text(format!("request {i}: {text}")),
-            max_tokens: 64,
-            ignore_eos: true,
-            cache_prompt: false,
-            deadline: std::time::Duration::from_secs(60),
-        };
-        let c = b.generate(&req).await.unwrap();
-        let out = c.completion_tokens.unwrap();
-        assert_eq!(out, 64);
-        let from_metrics = c.spec.expect("counts from /metrics deltas");
-        assert_eq!(from_metrics.source, SpecSource::MetricsDelta);
-        let per_request = own.lock().unwrap()[i].expect("the request's own counts");
-        assert_eq!(per_request.source, SpecSource::Server);
+    let got = common::stash::both_sources(conn, 4, std::time::Duration::from_secs(60)).await;
+    for (i, g) in got.iter().enumerate() {
+        let (out, per_request, from_metrics) = (g.out, g.per_request, g.from_metrics);
         // The same raw counts from both sources.
         assert_eq!(
             per_request.verify_steps, from_metrics.verify_steps,

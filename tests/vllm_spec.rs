@@ -4,13 +4,10 @@
 //! a sweep's acceptance per sample matches vLLM's counters for that sample.
 
 mod common;
-use common::stash::Stash;
 use common::vllm::{Config, VllmServer};
-use ctxbench::backend::metrics_delta::MetricsDelta;
 use ctxbench::backend::spec::stats_of;
-use ctxbench::backend::{Backend, GenRequest, Prompt};
 use ctxbench::record::SpecSource;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 fn server() -> Arc<VllmServer> {
     VllmServer::shared(Config {
@@ -56,32 +53,10 @@ async fn acceptance_per_request_matches_vllms_own_counters() {
     let server = server();
     let _alone = server.exclusive().await;
     let conn = common::connect(&server.url, ctxbench::choices::ApiChoice::Auto).await;
-    let own = Arc::new(Mutex::new(Vec::new()));
-    let b = MetricsDelta {
-        inner: Box::new(Stash(conn.backend, own.clone())),
-        http: conn.http.clone(),
-    };
-    // Prose (few repeated n-grams: low acceptance) and a repeated sentence (high).
-    let texts = [
-        "harbour lantern quietly seven copper meadow argued under window bright kettle",
-        "the mill the mill the mill the mill the mill the mill the mill the mill the mill",
-    ];
     let mut accepted_any = false;
-    for (i, text) in texts.iter().cycle().take(6).enumerate() {
-        let req = GenRequest {
-            prompt: Prompt::Text(format!("request {i}: {text}")),
-            max_tokens: 64,
-            ignore_eos: true,
-            cache_prompt: false,
-            deadline: std::time::Duration::from_secs(120),
-        };
-        let c = b.generate(&req).await.unwrap();
-        let out = c.completion_tokens.unwrap();
-        assert_eq!(out, 64);
-        let from_metrics = c.spec.expect("counts from /metrics deltas");
-        assert_eq!(from_metrics.source, SpecSource::MetricsDelta);
-        let per_request = own.lock().unwrap()[i].expect("vLLM's per-request counts");
-        assert_eq!(per_request.source, SpecSource::Server);
+    let got = common::stash::both_sources(conn, 6, std::time::Duration::from_secs(120)).await;
+    for (i, g) in got.iter().enumerate() {
+        let (out, per_request, from_metrics) = (g.out, g.per_request, g.from_metrics);
         assert_eq!(
             1 + per_request.verify_steps.unwrap() + per_request.accepted_tokens.unwrap(),
             out,

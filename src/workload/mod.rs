@@ -6,6 +6,7 @@ pub mod args;
 pub mod body;
 pub mod content;
 pub mod exact_text;
+pub mod nonce;
 pub mod points;
 pub mod probe_count;
 pub mod prompt;
