@@ -13,12 +13,14 @@
 //! `--max-num-seqs 2` (a second shared server) is measured at concurrency 4, and its
 //! figures are reported the same way and their coverage held to 90 %.
 //!
-//! Measured over three runs on the shared 2-core machine (load average 9–15; docs/twin.md,
-//! "vLLM", has every figure): held-out median |error| TTFT p50 3.8–9.8 %, TTFT p99
-//! 5.6–12.9 %, TPOT p50 1.7–7.0 %, tok/s 2.2–8.5 %; coverage 90.7–100 % with median
-//! half-bands of 20–95 %; the host drifted 9–37 % between calibration and the held-out
+//! Measured over four runs on the shared 2-core machine (load average 9–15; docs/twin.md,
+//! "vLLM", has every figure): held-out median |error| TTFT p50 3.8–20.6 %, TTFT p99
+//! 5.6–34.5 %, TPOT p50 1.7–16.4 %, tok/s 2.2–8.5 %; coverage 89.3–100 % with median
+//! half-bands of 20–126 %; the host drifted 9–38 % between calibration and the held-out
 //! cells. Only c=2's TTFT p50 is bimodal (`LOOSE`). The what-if was optimistic every time
-//! (TTFT p50 17–30 % low; tok/s 2–24 % high) and its coverage 73–100 %: it can fail here.
+//! (TTFT p50 17–30 % low) and its coverage 73–100 %. On a host that loaded, one run in
+//! two failed a coverage assertion; the drift-widened bounds held in every run after the
+//! guard.
 
 mod common;
 
