@@ -24,6 +24,9 @@ pub const SRC_PREFIX: &str = "/metrics vllm:cache_config_info enable_prefix_cach
 pub const SRC_SPEC_METRICS: &str =
     "/metrics vllm:spec_decode_num_accepted_tokens_per_pos (one series per draft position)";
 pub const SRC_SPEC_CONFIG: &str = "/server_info vllm_config.speculative_config";
+/// The engine's config was read and holds no speculation: `speculative` stays null, and
+/// says so (several tokens in one stream event are then merged deltas, not acceptance).
+pub const SRC_SPEC_NONE: &str = "/server_info vllm_config.speculative_config (null: none)";
 pub const SRC_MAX_SEQS: &str = "/server_info vllm_config.scheduler_config.max_num_seqs";
 pub const SRC_BATCHED: &str = "/server_info vllm_config.scheduler_config.max_num_batched_tokens";
 pub const SRC_CACHED: &str = "a 1-token request: usage.prompt_tokens_details.cached_tokens present";
@@ -133,6 +136,8 @@ pub fn from_config(cfg: &Value, info: &mut ServerInfo) {
             info.speculative = Value::Object(out);
             info.source("speculative", SRC_SPEC_CONFIG);
         }
+    } else if info.speculative.is_null() {
+        info.source("speculative", SRC_SPEC_NONE);
     }
     let sched = |k: &str| {
         cfg.pointer(&format!("/scheduler_config/{k}"))
@@ -221,5 +226,15 @@ mod tests {
         assert_eq!(i.max_running_requests, Some(128));
         assert_eq!(i.chunked_prefill_tokens, Some(2048));
         assert_eq!(i.sources["max_running_requests"], SRC_MAX_SEQS);
+    }
+
+    #[test]
+    fn a_config_without_speculation_says_so() {
+        let mut v: Value = serde_json::from_str(SERVER_INFO).unwrap();
+        v["vllm_config"]["speculative_config"] = Value::Null;
+        let mut i = ServerInfo::new(ServerKind::Vllm);
+        from_config(&v["vllm_config"], &mut i);
+        assert!(i.speculative.is_null());
+        assert_eq!(i.sources["speculative"], SRC_SPEC_NONE);
     }
 }

@@ -82,7 +82,15 @@ pub fn gather(paths: &[impl AsRef<Path>], max_concurrency: u32) -> anyhow::Resul
             .content
             .clone()
             .unwrap_or_else(|| "filler".to_string());
-        samples.extend(file.samples.iter().cloned().map(|s| (content.clone(), s)));
+        let no_spec = states_no_speculation(&run.target.server_info);
+        samples.extend(file.samples.iter().cloned().map(|mut s| {
+            // Several tokens per event from a server that states it does not speculate are
+            // merged deltas (vLLM's frontend lagging), not acceptance.
+            if no_spec && s.spec.is_some_and(|sp| sp.source.is_proxy()) {
+                s.spec = None;
+            }
+            (content.clone(), s)
+        }));
         gather_cells(&file, max_concurrency, &mut inputs);
         inputs.files.push(path.display().to_string());
     }
@@ -97,6 +105,14 @@ pub fn gather(paths: &[impl AsRef<Path>], max_concurrency: u32) -> anyhow::Resul
         .cells
         .sort_by_key(|c| (c.context_tokens, c.concurrency, c.batch));
     Ok(inputs)
+}
+
+/// The server's own config was read and holds no speculation (probe recorded where).
+fn states_no_speculation(info: &Value) -> bool {
+    info.get("speculative").is_none_or(Value::is_null)
+        && info
+            .pointer("/sources/speculative")
+            .is_some_and(Value::is_string)
 }
 
 /// A cold, streamed, valid sweep sample (not a depth turn, not a two-point pair).
@@ -129,9 +145,14 @@ fn sweep_points<'a>(samples: impl Iterator<Item = &'a Sample>) -> Vec<SweepPoint
             // own cost. On a quiet machine it is within the spread of the median. The same
             // for the decode step (the cells' pooled median gaps need no such care: a
             // cell has hundreds of gaps where a sample has one median).
+            let fastest_ttft = v
+                .iter()
+                .filter_map(|s| s.ttft_s)
+                .filter(|t| t.is_finite())
+                .fold(f64::INFINITY, f64::min);
             let reps: Vec<(f64, f64)> = v
                 .iter()
-                .filter_map(|s| Some((s.ttft_s?, step_of(s)?)))
+                .filter_map(|s| Some((s.ttft_s?, unbunched(s, step_of(s)?, fastest_ttft))))
                 .filter(|(t, d)| t.is_finite() && d.is_finite())
                 .collect();
             let (ttft, step) = fastest(&reps);
@@ -160,14 +181,41 @@ pub fn fastest(reps: &[(f64, f64)]) -> (f64, f64) {
 /// `accept_length` tokens), which a stall of the server's process (CPU contention, a GC)
 /// does not move; the mean (1 / decode tok/s) where the sample has no gaps.
 fn step_of(s: &Sample) -> Option<f64> {
-    let per_step = s
-        .spec
-        .and_then(|sp| sp.accept_length)
-        .filter(|a| a.is_finite() && *a >= 1.0)
-        .unwrap_or(1.0);
+    let per_step = tokens_per_step(s);
     match s.itl_p50_s.filter(|g| g.is_finite() && *g > 0.0) {
         Some(gap) => Some(per_step * gap),
         None => Some(per_step / s.decode_tps?),
+    }
+}
+
+/// Tokens one decode step yields: the sample's acceptance length, 1 without speculation.
+fn tokens_per_step(s: &Sample) -> f64 {
+    s.spec
+        .and_then(|sp| sp.accept_length)
+        .filter(|a| a.is_finite() && *a >= 1.0)
+        .unwrap_or(1.0)
+}
+
+/// A sample's gaps are bunched below this share of its decode time per token: the stream
+/// was buffered (a frontend starved of CPU delivers a request's tokens together), and its
+/// gaps time the buffer, not the engine.
+const BUNCHED_SHARE: f64 = 0.1;
+
+/// The decode step of a sample whose gaps are bunched: its decode time measured from the
+/// length's fastest TTFT (the first token of a buffered stream arrives late, so its own TTFT
+/// swallows the decode) to its last token, per token. `step` otherwise.
+fn unbunched(s: &Sample, step: f64, fastest_ttft: f64) -> f64 {
+    let (Some(e2e), Some(out)) = (s.e2e_s, s.output_tokens) else {
+        return step;
+    };
+    if out < 2 || !fastest_ttft.is_finite() {
+        return step;
+    }
+    let per_step = tokens_per_step(s) * (e2e - fastest_ttft) / (out - 1) as f64;
+    if per_step > 0.0 && step < BUNCHED_SHARE * per_step {
+        per_step
+    } else {
+        step
     }
 }
 
@@ -227,6 +275,24 @@ pub fn median_ci95(sorted: &[f64]) -> [f64; 2] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_buffered_streams_step_is_its_decode_time_from_the_fastest_ttft() {
+        // vLLM on a starved CPU: 64 tokens delivered together after a late first token
+        // (TTFT 240 ms against 84 ms in the length's fastest repetition).
+        let mut s: Sample = serde_json::from_value(serde_json::json!({
+            "context_tokens": 1024, "prompt_tokens": 1024, "output_tokens": 64,
+            "method": "stream", "rep": 1, "valid": true, "flags": [],
+            "ttft_s": 0.240, "e2e_s": 0.2402, "itl_p50_s": 1.5e-6, "decode_tps": 3.0e5
+        }))
+        .unwrap();
+        let step = unbunched(&s, step_of(&s).unwrap(), 0.084);
+        assert!((step - 0.1562 / 63.0).abs() < 1e-9, "{step}");
+        // A stream with its own gaps keeps its median gap, stalls or not.
+        s.itl_p50_s = Some(2.4e-3);
+        s.e2e_s = Some(0.084 + 63.0 * 4e-3);
+        assert_eq!(unbunched(&s, step_of(&s).unwrap(), 0.084), 2.4e-3);
+    }
 
     #[test]
     fn the_median_interval_brackets_the_median_and_narrows_with_n() {

@@ -10,6 +10,7 @@ pub mod report;
 pub mod sim_http;
 pub mod stash;
 pub mod text_backend;
+pub mod twin;
 pub mod vllm;
 
 use clap::Parser;

@@ -1,0 +1,147 @@
+//! The twin's fidelity tests against real peers share one procedure: measure a held-out
+//! cell several times, hold the profile's prediction to it (`twin check`), re-measure a
+//! calibration cell for the host's drift, and summarise every cell's figures together.
+
+use ctxbench::resultfile::ResultFile;
+use ctxbench::twin::check::{CellCheck, CheckReport, check};
+use ctxbench::twin::figures::Figure;
+use ctxbench::twin::predict::Twin;
+use std::fmt::Write;
+use std::path::Path;
+
+/// Run `load` with `flags` against `url` `runs` times, each into `dir/TAG-RUN.jsonl`; the
+/// files as `twin check` takes them.
+pub async fn measure(
+    url: &str,
+    flags: &[&str],
+    runs: usize,
+    dir: &Path,
+    tag: &str,
+) -> Vec<(String, ResultFile)> {
+    let mut files = Vec::new();
+    for run in 0..runs {
+        let path = dir.join(format!("{tag}-{run}.jsonl"));
+        let path_s = path.display().to_string();
+        let mut argv = flags.to_vec();
+        argv.extend(["--out", &path_s]);
+        ctxbench::load::execute(super::load_args(url, &argv))
+            .await
+            .expect("load runs");
+        files.push((path_s, ctxbench::resultfile::read(&path).unwrap()));
+    }
+    files
+}
+
+/// Measure `flags` `runs` times and check `twin` against them: the report (one cell) and
+/// its rendering.
+pub async fn measure_and_check(
+    twin: &Twin,
+    url: &str,
+    flags: &[&str],
+    runs: usize,
+    dir: &Path,
+    tag: &str,
+) -> (CheckReport, String) {
+    let files = measure(url, flags, runs, dir, tag).await;
+    let report = check(twin, &files, None).expect("twin check runs");
+    let text = ctxbench::twin::check::render(&report);
+    assert_eq!(report.cells.len(), 1, "one cell per plan:\n{text}");
+    (report, text)
+}
+
+/// The c=1 cell of a load file: its output tok/s, and the `load` flags that measure it
+/// again (its length, request budget and output tokens).
+pub fn c1_cell(path: &Path) -> (f64, Vec<String>) {
+    let r = ctxbench::load::merge::merge(&[(
+        path.display().to_string(),
+        ctxbench::resultfile::read(path).unwrap(),
+    )])
+    .unwrap();
+    let cell = r
+        .cells
+        .iter()
+        .find(|c| c.cell.concurrency == Some(1))
+        .expect("a c=1 cell");
+    let flags = vec![
+        "--lengths".to_string(),
+        cell.cell.context_tokens.to_string(),
+        "--concurrency".into(),
+        "1".into(),
+        "--requests".into(),
+        r.plan.requests.expect("a request budget").to_string(),
+        "--output-tokens".into(),
+        r.plan.output_tokens.to_string(),
+    ];
+    (cell.output_tps.expect("output tok/s"), flags)
+}
+
+/// The host's drift since calibration: the calibration's c=1 cell (in `load_records`)
+/// measured again on `url`, as |now − then| / then of its output tok/s.
+pub async fn drift(url: &str, load_records: &Path, dir: &Path) -> f64 {
+    let (then, mut flags) = c1_cell(load_records);
+    let again = dir.join("c1-again.jsonl");
+    flags.extend(["--out".to_string(), again.display().to_string()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    ctxbench::load::execute(super::load_args(url, &flags))
+        .await
+        .expect("load runs");
+    let (now, _) = c1_cell(&again);
+    let d = (now - then).abs() / then;
+    println!(
+        "host drift since calibration: c=1 tok/s {then:.1} then {now:.1} ({:.1} %)",
+        d * 100.0
+    );
+    d
+}
+
+/// Several reports' cells as one report, so that its per-figure summary runs over all.
+pub fn combined(reports: &[&CheckReport]) -> CheckReport {
+    CheckReport {
+        profile: reports.first().map_or(String::new(), |r| r.profile.clone()),
+        files: reports.iter().flat_map(|r| r.files.clone()).collect(),
+        cells: reports
+            .iter()
+            .flat_map(|r| r.cells.iter().cloned())
+            .collect::<Vec<CellCheck>>(),
+    }
+}
+
+/// The figures the issue's goals name.
+pub const GOAL_FIGURES: [Figure; 4] = [
+    Figure::TtftP50,
+    Figure::TtftP99,
+    Figure::TpotP50,
+    Figure::OutputTps,
+];
+
+/// A markdown table of the goal figures over every cell of `r`: median |error|, signed
+/// bias, coverage of the bands, median band half-width.
+pub fn goal_table(r: &CheckReport) -> String {
+    let mut s = String::from(
+        "| figure | median |error| | signed bias | inside band | median half-band |\n\
+         |---|---|---|---|---|\n",
+    );
+    for f in r.per_figure() {
+        if !GOAL_FIGURES.contains(&f.figure) {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "| {} | {:.1} % | {:+.1} % | {}/{} | {} |",
+            f.figure.name(),
+            f.median_error * 100.0,
+            f.bias * 100.0,
+            f.inside,
+            f.measured,
+            f.median_half_width
+                .map_or("-".into(), |h| format!("{:.1} %", h * 100.0))
+        );
+    }
+    match r.coverage() {
+        Some(c) => {
+            let _ = writeln!(s, "coverage (every banded figure): {:.1} %", c * 100.0);
+        }
+        None => s.push_str("coverage: no figure has a band\n"),
+    }
+    s
+}
