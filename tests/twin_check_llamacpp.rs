@@ -31,7 +31,8 @@ mod common;
 
 use common::llama::LlamaServer;
 use common::{load_args, timing_lock};
-use ctxbench::twin::check::{check, render};
+use ctxbench::twin::check::{CheckReport, check, render};
+use ctxbench::twin::figures::Figure;
 use ctxbench::twin::predict::Twin;
 
 /// The held-out cells, as `load` flags (each measured `RUNS` times), and whether each
@@ -87,6 +88,16 @@ const CELLS: &[(&[&str], bool)] = &[
 /// 5–38 % off; half again the worst.
 const LOOSE: f64 = 0.55;
 
+/// The issue's goal for a band's median half-width over the prediction, per figure.
+fn width_goal(f: Figure) -> Option<f64> {
+    match f {
+        Figure::TpotP50 | Figure::OutputTps => Some(0.10),
+        Figure::TtftP50 => Some(0.20),
+        Figure::TtftP99 => Some(0.35),
+        _ => None,
+    }
+}
+
 /// Measurements of each held-out cell: their spread bounds the figures (`twin check`).
 /// Five, because the server's own closed loop is bimodal: on one compute thread a 1k
 /// prefill (~150 ms) stalls every decoding slot, and whether a request's 31 gaps hold two
@@ -132,6 +143,9 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     let out = dir.path().join("llama.json");
     let c = common::llama::twin_calibrate(&server, &out).await;
     println!("calibration took {:.1} s", c.elapsed_s);
+    if let Some(u) = &c.profile.uncertainty {
+        println!("bands rest on: {}", u.spread.source);
+    }
     let twin = Twin::new(c.profile.clone(), out.display().to_string());
 
     let mut reports = Vec::new();
@@ -171,25 +185,35 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         "host drift since calibration: c=1 tok/s {calibrated:.1} then {now:.1} ({:.1} %)",
         drift * 100.0
     );
-    // Coverage: each measured value of each banded figure against its band.
-    let (mut inside, mut total) = (0, 0);
-    for (report, _, _) in &reports {
-        for f in report.per_figure() {
-            inside += f.inside;
-            total += f.measured;
-            println!(
-                "cell {}: {} inside {}/{}, bias {:+.1} %, |error| {:.1} %, half-band {}",
-                report.cells[0].key.load_label(),
-                f.figure.name(),
-                f.inside,
-                f.measured,
-                f.bias * 100.0,
-                f.median_error * 100.0,
-                f.median_half_width
-                    .map_or("-".into(), |h| format!("{:.1} %", h * 100.0))
-            );
-        }
+    // Coverage, width, error and bias per figure over the three held-out cells together.
+    let all = CheckReport {
+        profile: reports[0].0.profile.clone(),
+        files: Vec::new(),
+        cells: reports
+            .iter()
+            .flat_map(|(r, _, _)| r.cells.clone())
+            .collect(),
+    };
+    let summary = all.per_figure();
+    for f in &summary {
+        println!(
+            "held-out: {:<14} inside {:>2}/{:>2}, bias {:+6.1} %, median |error| {:5.1} %, \
+             median half-band {}",
+            f.figure.name(),
+            f.inside,
+            f.measured,
+            f.bias * 100.0,
+            f.median_error * 100.0,
+            f.median_half_width
+                .map_or("- (every cell unidentified)".into(), |h| format!(
+                    "{:.1} %",
+                    h * 100.0
+                ))
+        );
     }
+    let (inside, total) = summary
+        .iter()
+        .fold((0, 0), |(k, n), f| (k + f.inside, n + f.measured));
     let coverage = inside as f64 / total.max(1) as f64;
     println!("coverage: {inside}/{total} = {:.1} %", coverage * 100.0);
 
@@ -217,6 +241,23 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         coverage >= 0.9,
         "{inside} of {total} measured figures inside their 90 % bands"
     );
+    // The bands must say something: each figure's median half-width over the cells whose
+    // terms are all identified, at most the issue's goal.
+    let mut wide = Vec::new();
+    for f in &summary {
+        let (Some(h), Some(goal)) = (f.median_half_width, width_goal(f.figure)) else {
+            continue;
+        };
+        if h > goal {
+            wide.push(format!(
+                "{}: median half-band {:.1} % > {:.0} %",
+                f.figure.name(),
+                h * 100.0,
+                goal * 100.0
+            ));
+        }
+    }
+    assert!(wide.is_empty(), "{}", wide.join("\n"));
     let mut beyond = Vec::new();
     for (report, text, strict) in &reports {
         for r in &report.cells[0].rows {

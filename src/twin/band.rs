@@ -1,14 +1,31 @@
-//! Every predicted figure's 90 % prediction interval. The prediction is run again on each
-//! bootstrap replicate of the step model (the coefficients' uncertainty: the profile's
-//! `uncertainty.replicates`); the replicates' relative standard deviation is combined with
-//! the server's own run-to-run spread (`uncertainty.spread`) into ±1.645 σ around the
-//! prediction. Where the prediction leans on a term the calibration did not identify
-//! (`envelope.rs` says which), the band is stretched over the predictions at that term's
-//! interval ends, so that it still covers.
+//! Every predicted figure's 90 % prediction interval: where one run of the predicted cell
+//! on the real server will land, nine times in ten. Three independent parts, each a
+//! relative standard deviation, are added in quadrature and the band is ±1.645 σ around
+//! the prediction:
+//!
+//! - the coefficients' uncertainty: the prediction run again on each bootstrap replicate
+//!   of the step model (the profile's `uncertainty.replicates`), their spread and their
+//!   mean's offset from the point;
+//! - the host and the model (`uncertainty.spread`): the sweep repetitions' scatter, and the
+//!   profile's in-sample error on its own calibration cells (`insample.rs`) — what the
+//!   fitted model cannot reproduce there, and the host's moves between sweep and cells,
+//!   are in every prediction too;
+//! - one run's own luck at the predicted cell's size (`uncertainty.run`, `runspread.rs`):
+//!   calibration's cells held request by request against the twin's prediction of them, in
+//!   blocks of 4; the blocks' scatter is a figure's spread over 4 requests, and a cell of
+//!   n requests has √(4 / n) of it (its tail, p99, does not average down).
+//!
+//! The twin's own predicted requests are not resampled: they are a schedule, not samples
+//! (the fifth of eight clients always queues), and their scatter is not the server's.
+//!
+//! Where the prediction leans on a term the calibration did not identify (`envelope.rs`
+//! says which), the band is also stretched over the predictions at that term's interval
+//! ends, each ± the same spread, so that it still covers.
 
 use super::engine::Twin;
 use super::envelope::Unknown;
 use super::profile::{Coefficients, Spread};
+use super::runspread::RunSpread;
 use crate::load::LoadResult;
 use crate::record::load::{CellBand, CellRecord, Interval, TpotBand, TtftBand};
 use crate::sim::scheduler::EngineConfig;
@@ -111,11 +128,11 @@ pub fn bands(
     unknown: &[Unknown],
     predict: impl Fn(&Twin) -> anyhow::Result<LoadResult>,
 ) -> anyhow::Result<()> {
-    // An exact profile (the simulator's own parameters) has no replicates and no host
-    // spread: its bands are the cells' sampling spread alone.
-    let (coefs, host) = match &twin.profile.uncertainty {
-        Some(u) => (u.replicates.as_slice(), u.spread.clone()),
-        None => (&[][..], zero_spread()),
+    // An exact profile (the simulator's own parameters) states no uncertainty: its band is
+    // the point.
+    let (coefs, host, run) = match &twin.profile.uncertainty {
+        Some(u) => (u.replicates.as_slice(), u.spread.clone(), u.run.as_ref()),
+        None => (&[][..], zero_spread(), None),
     };
     let rerun = |c: &Coefficients| -> anyhow::Result<LoadResult> {
         let mut t = twin.clone();
@@ -135,22 +152,21 @@ pub fn bands(
         let find = |r: &LoadResult| r.cells.iter().find(|x| x.cell.same(&c.cell)).cloned();
         let reps: Vec<CellRecord> = replicates.iter().filter_map(find).collect();
         let ext: Vec<CellRecord> = extremes.iter().filter_map(find).collect();
-        let requests: Vec<(f64, f64, f64)> = point
+        let n = point
             .requests
             .iter()
             .filter(|q| q.ok && q.cell.same(&c.cell))
-            .filter_map(|q| Some((q.ttft_s?, q.tpot_s?, q.e2e_s?)))
-            .collect();
-        let spread = with_sampling(&host, &requests);
+            .count();
+        let spread = with_run(&host, run, n);
         c.band = Some(band_of(c, &reps, &ext, &spread));
     }
     Ok(())
 }
 
-/// The host's spread combined with the cell's own sampling spread (its figures over
-/// resampled requests of the prediction: a p50 of 8 requests moves more than one of 64).
-fn with_sampling(host: &Spread, requests: &[(f64, f64, f64)]) -> Spread {
-    let Some([p50, p99, tpot, e2e]) = super::bootstrap::request_spread(requests) else {
+/// The host's spread combined with one run's own spread at a cell of `n` requests (none
+/// where the profile measured none).
+fn with_run(host: &Spread, run: Option<&RunSpread>, n: usize) -> Spread {
+    let Some([p50, p99, tpot, e2e]) = run.map(|r| r.at(n)) else {
         return host.clone();
     };
     Spread {
@@ -209,5 +225,34 @@ mod tests {
         assert_eq!(interval(3.0, &[], 0.0, &[]), [3.0, 3.0]);
         // Never below zero.
         assert_eq!(interval(1.0, &[], 1.0, &[])[0], 0.0);
+    }
+
+    #[test]
+    fn a_run_adds_its_spread_at_the_cells_size() {
+        let host = Spread {
+            ttft_p50: 0.03,
+            ttft_p99: 0.03,
+            tpot_p50: 0.04,
+            output_tps: 0.04,
+            goodput_rps: 0.04,
+            source: String::new(),
+        };
+        let run = RunSpread {
+            block_requests: 4,
+            ttft_p50: 0.08,
+            ttft_p99: 0.2,
+            tpot_p50: 0.06,
+            e2e_mean: 0.06,
+            dof: 9,
+        };
+        // 16 requests: four blocks, half the block's spread on the medians and the mean.
+        let s = with_run(&host, Some(&run), 16);
+        assert!((s.ttft_p50 - 0.03f64.hypot(0.04)).abs() < 1e-12);
+        assert!((s.ttft_p99 - 0.03f64.hypot(0.2)).abs() < 1e-12);
+        assert!((s.tpot_p50 - 0.04f64.hypot(0.03)).abs() < 1e-12);
+        assert!((s.output_tps - 0.04f64.hypot(0.03)).abs() < 1e-12);
+        // More requests, a narrower band; none measured, the host's spread alone.
+        assert!(with_run(&host, Some(&run), 64).tpot_p50 < s.tpot_p50);
+        assert_eq!(with_run(&host, None, 16), host);
     }
 }
