@@ -1,7 +1,8 @@
 //! Every predicted figure's 90 % prediction interval: where one run of the predicted cell
 //! on the real server will land, nine times in ten. Three independent parts, each a
-//! relative standard deviation, are added in quadrature and the band is ±1.645 σ around
-//! the prediction:
+//! relative standard deviation (of the figure's log: noise on a time or a rate is a
+//! factor, 30 % slower is not as far as 30 % faster), are added in quadrature, and the band
+//! is the prediction × e^(±1.645 σ):
 //!
 //! - the coefficients' uncertainty: the prediction run again on each bootstrap replicate
 //!   of the step model (the profile's `uncertainty.replicates`), their spread and their
@@ -98,26 +99,42 @@ impl BandFigure {
     }
 }
 
-/// One figure's interval: `point` ± Z90 × the replicates' and the server's spread
-/// combined, stretched over `extremes` (each ± the server's spread).
+/// One figure's interval: `point` × e^(± Z90 σ), σ the replicates' and the server's
+/// spread combined (relative, as logs: a time or a rate is positive, and its noise is a
+/// factor — 30 % slower and 30 % faster are not the same distance below and above),
+/// stretched over `extremes` (each × e^(± Z90 × the server's spread)).
 pub fn interval(point: f64, replicates: &[f64], spread: f64, extremes: &[f64]) -> Interval {
-    let n = replicates.len() as f64;
-    let coef = if n >= 2.0 && point != 0.0 {
-        let mean = replicates.iter().sum::<f64>() / n;
-        let var = replicates.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        // The replicates' bias from the point counts too: a band is around the prediction.
-        (var + (mean - point).powi(2)).sqrt() / point.abs()
+    if !(point.is_finite() && point > 0.0) {
+        let p = if point.is_finite() {
+            point.max(0.0)
+        } else {
+            0.0
+        };
+        return [p, p];
+    }
+    let logs: Vec<f64> = replicates
+        .iter()
+        .filter(|x| x.is_finite() && **x > 0.0)
+        .map(|x| (x / point).ln())
+        .collect();
+    let n = logs.len() as f64;
+    let coef = if n >= 2.0 {
+        let mean = logs.iter().sum::<f64>() / n;
+        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        // The replicates' offset from the point counts too: a band is around the prediction.
+        (var + mean.powi(2)).sqrt()
     } else {
         0.0
     };
     let half = Z90 * coef.hypot(spread);
-    let mut lo = point * (1.0 - half);
-    let mut hi = point * (1.0 + half);
-    for &x in extremes.iter().filter(|x| x.is_finite()) {
-        lo = lo.min(x * (1.0 - Z90 * spread));
-        hi = hi.max(x * (1.0 + Z90 * spread));
+    let mut lo = point * (-half).exp();
+    let mut hi = point * half.exp();
+    let k = (Z90 * spread).exp();
+    for &x in extremes.iter().filter(|x| x.is_finite() && **x >= 0.0) {
+        lo = lo.min(x / k);
+        hi = hi.max(x * k);
     }
-    [lo.max(0.0), hi]
+    [lo, hi]
 }
 
 /// Bands for every cell of `point` (a prediction by `twin`): `predict` re-runs the same
@@ -214,17 +231,20 @@ mod tests {
 
     #[test]
     fn an_interval_combines_the_replicates_and_the_spread_and_covers_the_extremes() {
-        // Replicates 0.9, 1.1 around 1.0: sd 0.1414; spread 0.1 → half 1.645 × 0.1732.
-        let [lo, hi] = interval(1.0, &[0.9, 1.1], 0.1, &[]);
+        // Replicates e^∓0.1 around 1.0: log sd 0.1414; spread 0.1 → half 1.645 × 0.1732.
+        let r = [(-0.1f64).exp(), 0.1f64.exp()];
+        let [lo, hi] = interval(1.0, &r, 0.1, &[]);
         let half = Z90 * (0.02f64 + 0.01).sqrt();
-        assert!((lo - (1.0 - half)).abs() < 1e-12 && (hi - (1.0 + half)).abs() < 1e-12);
+        assert!((lo - (-half).exp()).abs() < 1e-12 && (hi - half.exp()).abs() < 1e-12);
+        // A factor either way: as far below as above, in ratio.
+        assert!((hi * lo - 1.0).abs() < 1e-12);
         // An unidentified term's interval end predicts 2.0: the band reaches past it.
-        let [_, hi] = interval(1.0, &[0.9, 1.1], 0.1, &[2.0]);
-        assert!((hi - 2.0 * (1.0 + Z90 * 0.1)).abs() < 1e-12);
-        // No spread, no replicates: the point.
+        let [_, hi] = interval(1.0, &r, 0.1, &[2.0]);
+        assert!((hi - 2.0 * (Z90 * 0.1).exp()).abs() < 1e-12);
+        // No spread, no replicates: the point; a zero point stays zero, never below.
         assert_eq!(interval(3.0, &[], 0.0, &[]), [3.0, 3.0]);
-        // Never below zero.
-        assert_eq!(interval(1.0, &[], 1.0, &[])[0], 0.0);
+        assert_eq!(interval(0.0, &[1.0, 2.0], 1.0, &[]), [0.0, 0.0]);
+        assert!(interval(1.0, &[], 5.0, &[])[0] > 0.0);
     }
 
     #[test]

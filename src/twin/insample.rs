@@ -35,8 +35,9 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
             .cells
             .iter()
             .flat_map(|c| &c.rows)
-            .filter(|r| r.figure == f && r.error.is_finite())
-            .map(|r| r.error)
+            .filter(|r| r.figure == f)
+            .map(|r| (r.predicted / r.measured_mean()).ln())
+            .filter(|e| e.is_finite())
             .collect();
         if e.is_empty() {
             0.0
@@ -63,7 +64,7 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
     s.output_tps = s.output_tps.hypot(tps);
     s.goodput_rps = s.goodput_rps.hypot(good);
     s.source.push_str(&format!(
-        "; with the profile's in-sample error on its {} calibration cells (rms: TTFT p50 \
+        "; with the profile's in-sample error on its {} calibration cells (rms of log predicted / measured: TTFT p50 \
          {:.1} %, p99 {:.1} %, TPOT p50 {:.1} %, tok/s {:.1} %, goodput {:.1} %)",
         report.cells.len(),
         p50 * 100.0,
