@@ -64,8 +64,9 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
     s.output_tps = s.output_tps.hypot(tps);
     s.goodput_rps = s.goodput_rps.hypot(good);
     s.source.push_str(&format!(
-        "; with the profile's in-sample error on its {} calibration cells (rms of log predicted / measured: TTFT p50 \
-         {:.1} %, p99 {:.1} %, TPOT p50 {:.1} %, tok/s {:.1} %, goodput {:.1} %)",
+        "; with the profile's in-sample error on its {} calibration cells (rms of log \
+         predicted / measured: TTFT p50 {:.1} %, p99 {:.1} %, TPOT p50 {:.1} %, tok/s \
+         {:.1} %, goodput {:.1} %)",
         report.cells.len(),
         p50 * 100.0,
         p99 * 100.0,
