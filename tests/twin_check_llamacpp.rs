@@ -33,8 +33,11 @@
 //! held: on this shared 2-core machine the in-sample misfit was 8–130 % in every run
 //! measured (docs/twin.md, "Bands with one run's spread measured"), so the width goal has
 //! not yet been asserted on a real run here; the run-to-run term itself was 2–3 % at these
-//! cells' sizes on the quietest run. Coverage held ≥ 90 % in 3 of 5 runs (84–96 %): the
-//! misses are the host drifting between calibration and the held-out cells.
+//! cells' sizes on the quietest run. Coverage held ≥ 90 % in 2 of 4 runs at `-t 1`
+//! (84–96 %) and 0 of 2 at `-t 2` (71–83 %, the server's two threads fighting the host's
+//! other tenants for two cores): the misses are the host drifting between calibration and
+//! the held-out cells. The assertion stays at the 90 %: it is the goal, and a
+//! quieter machine is what meets it, not a looser test.
 //!
 //! Then the what-if: the same profile predicts the server relaunched with `-np 2`
 //! (`--config max-running=2`), measured at concurrency 4, reported the same way.
