@@ -147,7 +147,7 @@ mod tests {
         let measured: Vec<Req> = predicted
             .iter()
             .map(|&(i, [ttft, ..])| {
-                let f = if (i / BLOCK as u64) % 2 == 0 {
+                let f = if (i / BLOCK as u64).is_multiple_of(2) {
                     1.1
                 } else {
                     0.9
