@@ -1,14 +1,32 @@
-//! Every predicted figure's 90 % prediction interval. The prediction is run again on each
-//! bootstrap replicate of the step model (the coefficients' uncertainty: the profile's
-//! `uncertainty.replicates`); the replicates' relative standard deviation is combined with
-//! the server's own run-to-run spread (`uncertainty.spread`) into ±1.645 σ around the
-//! prediction. Where the prediction leans on a term the calibration did not identify
-//! (`envelope.rs` says which), the band is stretched over the predictions at that term's
-//! interval ends, so that it still covers.
+//! Every predicted figure's 90 % prediction interval: where one run of the predicted cell
+//! on the real server will land, nine times in ten. Three independent parts, each a
+//! relative standard deviation (of the figure's log: noise on a time or a rate is a
+//! factor, 30 % slower is not as far as 30 % faster), are added in quadrature, and the band
+//! is the prediction × e^(±1.645 σ):
+//!
+//! - the coefficients' uncertainty: the prediction run again on each bootstrap replicate
+//!   of the step model (the profile's `uncertainty.replicates`), their spread and their
+//!   mean's offset from the point;
+//! - the host and the model (`uncertainty.spread`): the sweep repetitions' scatter, and the
+//!   profile's in-sample error on its own calibration cells (`insample.rs`) — what the
+//!   fitted model cannot reproduce there, and the host's moves between sweep and cells,
+//!   are in every prediction too;
+//! - one run's own luck at the predicted cell's size (`uncertainty.run`, `runspread.rs`):
+//!   calibration's cells held request by request against the twin's prediction of them, in
+//!   blocks of 4; the blocks' scatter is a figure's spread over 4 requests, and a cell of
+//!   n requests has √(4 / n) of it (its tail, p99, does not average down).
+//!
+//! The twin's own predicted requests are not resampled: they are a schedule, not samples
+//! (the fifth of eight clients always queues), and their scatter is not the server's.
+//!
+//! Where the prediction leans on a term the calibration did not identify (`envelope.rs`
+//! says which), the band is also stretched over the predictions at that term's interval
+//! ends, each ± the same spread, so that it still covers.
 
 use super::engine::Twin;
 use super::envelope::Unknown;
 use super::profile::{Coefficients, Spread};
+use super::runspread::RunSpread;
 use crate::load::LoadResult;
 use crate::record::load::{CellBand, CellRecord, Interval, TpotBand, TtftBand};
 use crate::sim::scheduler::EngineConfig;
@@ -81,26 +99,42 @@ impl BandFigure {
     }
 }
 
-/// One figure's interval: `point` ± Z90 × the replicates' and the server's spread
-/// combined, stretched over `extremes` (each ± the server's spread).
+/// One figure's interval: `point` × e^(± Z90 σ), σ the replicates' and the server's
+/// spread combined (relative, as logs: a time or a rate is positive, and its noise is a
+/// factor — 30 % slower and 30 % faster are not the same distance below and above),
+/// stretched over `extremes` (each × e^(± Z90 × the server's spread)).
 pub fn interval(point: f64, replicates: &[f64], spread: f64, extremes: &[f64]) -> Interval {
-    let n = replicates.len() as f64;
-    let coef = if n >= 2.0 && point != 0.0 {
-        let mean = replicates.iter().sum::<f64>() / n;
-        let var = replicates.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        // The replicates' bias from the point counts too: a band is around the prediction.
-        (var + (mean - point).powi(2)).sqrt() / point.abs()
+    if !(point.is_finite() && point > 0.0) {
+        let p = if point.is_finite() {
+            point.max(0.0)
+        } else {
+            0.0
+        };
+        return [p, p];
+    }
+    let logs: Vec<f64> = replicates
+        .iter()
+        .filter(|x| x.is_finite() && **x > 0.0)
+        .map(|x| (x / point).ln())
+        .collect();
+    let n = logs.len() as f64;
+    let coef = if n >= 2.0 {
+        let mean = logs.iter().sum::<f64>() / n;
+        let var = logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        // The replicates' offset from the point counts too: a band is around the prediction.
+        (var + mean.powi(2)).sqrt()
     } else {
         0.0
     };
     let half = Z90 * coef.hypot(spread);
-    let mut lo = point * (1.0 - half);
-    let mut hi = point * (1.0 + half);
-    for &x in extremes.iter().filter(|x| x.is_finite()) {
-        lo = lo.min(x * (1.0 - Z90 * spread));
-        hi = hi.max(x * (1.0 + Z90 * spread));
+    let mut lo = point * (-half).exp();
+    let mut hi = point * half.exp();
+    let k = (Z90 * spread).exp();
+    for &x in extremes.iter().filter(|x| x.is_finite() && **x >= 0.0) {
+        lo = lo.min(x / k);
+        hi = hi.max(x * k);
     }
-    [lo.max(0.0), hi]
+    [lo, hi]
 }
 
 /// Bands for every cell of `point` (a prediction by `twin`): `predict` re-runs the same
@@ -111,11 +145,11 @@ pub fn bands(
     unknown: &[Unknown],
     predict: impl Fn(&Twin) -> anyhow::Result<LoadResult>,
 ) -> anyhow::Result<()> {
-    // An exact profile (the simulator's own parameters) has no replicates and no host
-    // spread: its bands are the cells' sampling spread alone.
-    let (coefs, host) = match &twin.profile.uncertainty {
-        Some(u) => (u.replicates.as_slice(), u.spread.clone()),
-        None => (&[][..], zero_spread()),
+    // An exact profile (the simulator's own parameters) states no uncertainty: its band is
+    // the point.
+    let (coefs, host, run) = match &twin.profile.uncertainty {
+        Some(u) => (u.replicates.as_slice(), u.spread.clone(), u.run.as_ref()),
+        None => (&[][..], zero_spread(), None),
     };
     let rerun = |c: &Coefficients| -> anyhow::Result<LoadResult> {
         let mut t = twin.clone();
@@ -135,22 +169,21 @@ pub fn bands(
         let find = |r: &LoadResult| r.cells.iter().find(|x| x.cell.same(&c.cell)).cloned();
         let reps: Vec<CellRecord> = replicates.iter().filter_map(find).collect();
         let ext: Vec<CellRecord> = extremes.iter().filter_map(find).collect();
-        let requests: Vec<(f64, f64, f64)> = point
+        let n = point
             .requests
             .iter()
             .filter(|q| q.ok && q.cell.same(&c.cell))
-            .filter_map(|q| Some((q.ttft_s?, q.tpot_s?, q.e2e_s?)))
-            .collect();
-        let spread = with_sampling(&host, &requests);
+            .count();
+        let spread = with_run(&host, run, n);
         c.band = Some(band_of(c, &reps, &ext, &spread));
     }
     Ok(())
 }
 
-/// The host's spread combined with the cell's own sampling spread (its figures over
-/// resampled requests of the prediction: a p50 of 8 requests moves more than one of 64).
-fn with_sampling(host: &Spread, requests: &[(f64, f64, f64)]) -> Spread {
-    let Some([p50, p99, tpot, e2e]) = super::bootstrap::request_spread(requests) else {
+/// The host's spread combined with one run's own spread at a cell of `n` requests (none
+/// where the profile measured none).
+fn with_run(host: &Spread, run: Option<&RunSpread>, n: usize) -> Spread {
+    let Some([p50, p99, tpot, e2e]) = run.map(|r| r.at(n)) else {
         return host.clone();
     };
     Spread {
@@ -198,16 +231,48 @@ mod tests {
 
     #[test]
     fn an_interval_combines_the_replicates_and_the_spread_and_covers_the_extremes() {
-        // Replicates 0.9, 1.1 around 1.0: sd 0.1414; spread 0.1 → half 1.645 × 0.1732.
-        let [lo, hi] = interval(1.0, &[0.9, 1.1], 0.1, &[]);
+        // Replicates e^∓0.1 around 1.0: log sd 0.1414; spread 0.1 → half 1.645 × 0.1732.
+        let r = [(-0.1f64).exp(), 0.1f64.exp()];
+        let [lo, hi] = interval(1.0, &r, 0.1, &[]);
         let half = Z90 * (0.02f64 + 0.01).sqrt();
-        assert!((lo - (1.0 - half)).abs() < 1e-12 && (hi - (1.0 + half)).abs() < 1e-12);
+        assert!((lo - (-half).exp()).abs() < 1e-12 && (hi - half.exp()).abs() < 1e-12);
+        // A factor either way: as far below as above, in ratio.
+        assert!((hi * lo - 1.0).abs() < 1e-12);
         // An unidentified term's interval end predicts 2.0: the band reaches past it.
-        let [_, hi] = interval(1.0, &[0.9, 1.1], 0.1, &[2.0]);
-        assert!((hi - 2.0 * (1.0 + Z90 * 0.1)).abs() < 1e-12);
-        // No spread, no replicates: the point.
+        let [_, hi] = interval(1.0, &r, 0.1, &[2.0]);
+        assert!((hi - 2.0 * (Z90 * 0.1).exp()).abs() < 1e-12);
+        // No spread, no replicates: the point; a zero point stays zero, never below.
         assert_eq!(interval(3.0, &[], 0.0, &[]), [3.0, 3.0]);
-        // Never below zero.
-        assert_eq!(interval(1.0, &[], 1.0, &[])[0], 0.0);
+        assert_eq!(interval(0.0, &[1.0, 2.0], 1.0, &[]), [0.0, 0.0]);
+        assert!(interval(1.0, &[], 5.0, &[])[0] > 0.0);
+    }
+
+    #[test]
+    fn a_run_adds_its_spread_at_the_cells_size() {
+        let host = Spread {
+            ttft_p50: 0.03,
+            ttft_p99: 0.03,
+            tpot_p50: 0.04,
+            output_tps: 0.04,
+            goodput_rps: 0.04,
+            source: String::new(),
+        };
+        let run = RunSpread {
+            block_requests: 4,
+            ttft_p50: 0.08,
+            ttft_p99: 0.2,
+            tpot_p50: 0.06,
+            e2e_mean: 0.06,
+            dof: 9,
+        };
+        // 16 requests: four blocks, half the block's spread on the medians and the mean.
+        let s = with_run(&host, Some(&run), 16);
+        assert!((s.ttft_p50 - 0.03f64.hypot(0.04)).abs() < 1e-12);
+        assert!((s.ttft_p99 - 0.03f64.hypot(0.2)).abs() < 1e-12);
+        assert!((s.tpot_p50 - 0.04f64.hypot(0.03)).abs() < 1e-12);
+        assert!((s.output_tps - 0.04f64.hypot(0.03)).abs() < 1e-12);
+        // More requests, a narrower band; none measured, the host's spread alone.
+        assert!(with_run(&host, Some(&run), 64).tpot_p50 < s.tpot_p50);
+        assert_eq!(with_run(&host, None, 16), host);
     }
 }

@@ -38,7 +38,8 @@ pub struct FigureSummary {
     pub bias: f64,
     /// Median of |error| over cells.
     pub median_error: f64,
-    /// Median band half-width over the prediction, over cells with a band.
+    /// Median band half-width over the prediction, over cells with a band that lean on no
+    /// unidentified term (a band stretched over a term's alternatives is wide on purpose).
     pub median_half_width: Option<f64>,
 }
 
@@ -67,6 +68,7 @@ impl CheckReport {
                 let errors: Vec<f64> = rows.iter().map(|r| r.error).collect();
                 let halves: Vec<f64> = rows
                     .iter()
+                    .filter(|r| r.unidentified.is_empty())
                     .filter_map(|r| {
                         let [lo, hi] = r.band?;
                         (r.predicted != 0.0).then(|| (hi - lo) / 2.0 / r.predicted.abs())
@@ -199,7 +201,11 @@ fn unknowns_of(twin: &Twin, r: &LoadResult, c: &CellRecord) -> Vec<&'static str>
 }
 
 /// Every measured cell of a load plan, predicted.
-fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<LoadResult> {
+pub(crate) fn predict_cells(
+    twin: &Twin,
+    m: &LoadResult,
+    timeout_s: f64,
+) -> anyhow::Result<LoadResult> {
     let mut out = LoadResult {
         cells: Vec::new(),
         knees: Vec::new(),

@@ -2,12 +2,18 @@
 //! (`twin check` on the calibration's load file). What the fitted model cannot reproduce
 //! there — the host slowing between the sweep and the cells, a batch law that is not
 //! linear — will be in every prediction too, so each figure's in-sample error joins the
-//! server's spread that the bands rest on, and the profile says how large it was.
+//! server's spread that the bands rest on, and the profile says how large it was. The same
+//! prediction, request by request against the measured cells, gives one run's own spread
+//! over a block of requests (`runspread.rs`), which the bands scale to each predicted
+//! cell's size.
 
-use super::check::check;
+use super::check::{check, predict_cells};
 use super::engine::Twin;
 use super::figures::Figure;
 use super::profile::Profile;
+use super::runspread::{self, RunSpread};
+use crate::load::LoadResult;
+use crate::record::load::CellRecord;
 use std::path::Path;
 
 /// `profile` with its spread widened by its in-sample error per figure (the root mean
@@ -29,8 +35,9 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
             .cells
             .iter()
             .flat_map(|c| &c.rows)
-            .filter(|r| r.figure == f && r.error.is_finite())
-            .map(|r| r.error)
+            .filter(|r| r.figure == f)
+            .map(|r| (r.predicted / r.measured_mean()).ln())
+            .filter(|e| e.is_finite())
             .collect();
         if e.is_empty() {
             0.0
@@ -38,9 +45,11 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
             (e.iter().map(|x| x * x).sum::<f64>() / e.len() as f64).sqrt()
         }
     };
+    let run = run_spread(&profile, load);
     let Some(u) = profile.uncertainty.as_mut() else {
         return (profile, None);
     };
+    u.run = run;
     let s = &mut u.spread;
     let (p50, p99, tpot, tps, good) = (
         rms(Figure::TtftP50),
@@ -55,8 +64,9 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
     s.output_tps = s.output_tps.hypot(tps);
     s.goodput_rps = s.goodput_rps.hypot(good);
     s.source.push_str(&format!(
-        "; with the profile's in-sample error on its {} calibration cells (rms: TTFT p50 \
-         {:.1} %, p99 {:.1} %, TPOT p50 {:.1} %, tok/s {:.1} %, goodput {:.1} %)",
+        "; with the profile's in-sample error on its {} calibration cells (rms of log \
+         predicted / measured: TTFT p50 {:.1} %, p99 {:.1} %, TPOT p50 {:.1} %, tok/s \
+         {:.1} %, goodput {:.1} %)",
         report.cells.len(),
         p50 * 100.0,
         p99 * 100.0,
@@ -64,5 +74,39 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
         tps * 100.0,
         good * 100.0
     ));
+    if let Some(r) = &u.run {
+        s.source.push_str(&format!(
+            "; one run's own spread over blocks of {} requests against the twin's ({} \
+             degrees of freedom; scaled to each cell's size): TTFT p50 {:.1} %, p99 {:.1} %, \
+             TPOT p50 {:.1} %, mean e2e {:.1} %",
+            r.block_requests,
+            r.dof,
+            r.ttft_p50 * 100.0,
+            r.ttft_p99 * 100.0,
+            r.tpot_p50 * 100.0,
+            r.e2e_mean * 100.0
+        ));
+    }
     (profile, None)
+}
+
+/// One run's spread over a block of requests: calibration's cells in load file `load`
+/// against the twin's prediction of each (`None` when they cannot be predicted or hold
+/// too few requests).
+fn run_spread(profile: &Profile, load: &Path) -> Option<RunSpread> {
+    let shown = load.display().to_string();
+    let file = crate::resultfile::read(load).ok()?;
+    let measured = crate::load::merge::merge(&[(shown.clone(), file)]).ok()?;
+    let timeout_s = measured.run.config.timeout.parse::<f64>().unwrap_or(600.0);
+    let twin = Twin::new(profile.clone(), shown);
+    let predicted = predict_cells(&twin, &measured, timeout_s).ok()?;
+    let of = |r: &LoadResult, c: &CellRecord| {
+        runspread::requests(r.requests.iter().filter(|q| q.cell.same(&c.cell)))
+    };
+    let cells: Vec<_> = measured
+        .cells
+        .iter()
+        .map(|c| (of(&measured, c), of(&predicted, c)))
+        .collect();
+    runspread::estimate(&cells)
 }

@@ -27,6 +27,7 @@ pub mod predict;
 pub mod predict_trace;
 pub mod profile;
 pub mod render;
+pub mod runspread;
 pub mod serve;
 pub mod steps;
 pub mod whatif;

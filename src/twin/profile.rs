@@ -111,6 +111,10 @@ pub struct Spread {
 pub struct Uncertainty {
     pub replicates: Vec<Coefficients>,
     pub spread: Spread,
+    /// One run's own spread over a block of requests, from calibration's cells against
+    /// the twin's prediction of them (`runspread.rs`); absent where none could be measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<super::runspread::RunSpread>,
 }
 
 /// The engine's step model (see `sim::stepcost`): seconds, tokens/s, s/token, s/token².
@@ -303,6 +307,11 @@ impl Profile {
             ] {
                 if !v.is_finite() {
                     out.push(format!("spread of {n} = {v}"));
+                }
+            }
+            for (n, v) in u.run.iter().flat_map(|r| r.values()) {
+                if !v.is_finite() {
+                    out.push(format!("run spread of {n} = {v}"));
                 }
             }
         }
