@@ -274,7 +274,9 @@ async fn mixed(
     let top = plan.concurrency.iter().copied().max().unwrap_or(1);
     let so_far = inputs::gather(records, top)?;
     let c = fit::coefficients(&so_far).ok_or_else(|| {
-        anyhow::anyhow!("the sweep and cells gave no usable step model to lay the mixed cells out on")
+        anyhow::anyhow!(
+            "the sweep and cells gave no usable step model to lay the mixed cells out on"
+        )
     })?;
     let context = info.context_length.unwrap_or(8192);
     let lines = super::mixed_plan::trace(&c, &plan.mixed, args.reps.max(1), context);

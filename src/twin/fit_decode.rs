@@ -224,4 +224,3 @@ pub(super) fn decode(
     let quality = json!({"batch": batch, "batch1_cells_vs_sweep_law": batch1});
     (d0, d1, d2, overhead, quality)
 }
-

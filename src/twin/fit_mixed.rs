@@ -66,8 +66,12 @@ fn groups(steps: &[MixedStep], base: &Base) -> Vec<Group> {
     // (k, prompt bucket) → (y, step, prompt) per step. Prompts within 1/16 of a doubling
     // of each other are one group (servers count a few template tokens more or less).
     let mut by: BTreeMap<(u32, i64), Vec<(f64, f64, f64)>> = BTreeMap::new();
-    for m in steps.iter().filter(|m| m.prompt_tokens > 0 && m.decoding > 0) {
-        let y = m.step_s - cost.decode_s(u64::from(m.decoding), m.context_sum) - alone(m.prompt_tokens);
+    for m in steps
+        .iter()
+        .filter(|m| m.prompt_tokens > 0 && m.decoding > 0)
+    {
+        let y =
+            m.step_s - cost.decode_s(u64::from(m.decoding), m.context_sum) - alone(m.prompt_tokens);
         let bucket = ((m.prompt_tokens as f64).log2() * 16.0).round() as i64;
         by.entry((m.decoding, bucket))
             .or_default()

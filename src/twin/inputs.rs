@@ -192,9 +192,7 @@ fn gather_cells(file: &ResultFile, max_concurrency: u32, inputs: &mut Inputs) {
         let Some(c) = cell.cell.concurrency else {
             if cell.cell.rate.is_none() {
                 let requests: Vec<&RequestRecord> = file.load.requests_in(&cell.cell).collect();
-                inputs
-                    .mixed
-                    .extend(super::mixed::mixed_steps(&requests));
+                inputs.mixed.extend(super::mixed::mixed_steps(&requests));
             }
             continue;
         };

@@ -27,7 +27,9 @@ fn prefill_s(c: &Coefficients, n: u64) -> f64 {
 /// The trace for mixed cells at each `(k, P)` of `cells`, `reps` prompts each, with the
 /// decoders' outputs capped by `context` (the server's per-request context).
 pub fn trace(c: &Coefficients, cells: &[(u32, u64)], reps: u32, context: u64) -> Lines {
-    let cap = MAX_DECODE.min(context.saturating_sub(DECODER_PROMPT + 16)).max(32);
+    let cap = MAX_DECODE
+        .min(context.saturating_sub(DECODER_PROMPT + 16))
+        .max(32);
     let mut out = Lines::new();
     let mut t = 0.0;
     let mut ks: Vec<u32> = cells.iter().map(|x| x.0).collect();
