@@ -207,7 +207,8 @@ pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
         d1: d1.value,
         d2: d2.value,
     };
-    let (interference, mixed_quality) = fit_mixed::interference(&inputs.mixed, &base);
+    let (interference, mixed_quality) =
+        fit_mixed::interference(&inputs.mixed, &inputs.alone, &base);
     let mut caveats = limits::caveats(&info, &limits);
     caveats.extend(law_caveats(&ttft, &step));
     let max_concurrency = inputs

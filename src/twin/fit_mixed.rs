@@ -1,11 +1,12 @@
 //! The interference term from the mixed steps (`mixed.rs`): a prompt prefilled beside k
 //! decoding requests costs (1 + x·k) times its prefill alone. Each step gives
 //! y = step − decode part − prefill alone = x · k · prefill alone, with the prefill alone
-//! (t0 + n/p0 + q·n²/2) from the sweep and the decode part (d0 + d1·Σcontext + d2·k) from
+//! the median TTFT of the same prompt length sent alone in the mixed trace (the same host
+//! within seconds), else t0 + n/p0 + q·n²/2 from the sweep, and the decode part (d0 + d1·Σcontext + d2·k) from
 //! the decode law; x is the least-squares slope through the origin over the median y of
 //! each (k, prompt) group. Pure: no I/O.
 
-use super::mixed::MixedStep;
+use super::mixed::{AloneStep, MixedStep};
 use super::profile::Estimate;
 use crate::sim::CostModel;
 use crate::sim::stepcost::{SpecDraftCost, StepCost};
@@ -60,11 +61,23 @@ struct Group {
     y_sigma: f64,
 }
 
-fn groups(steps: &[MixedStep], base: &Base) -> Vec<Group> {
+/// Prompts within 1/16 of a doubling of each other are one group (servers count a few
+/// template tokens more or less).
+fn bucket(n: u64) -> i64 {
+    ((n.max(1) as f64).log2() * 16.0).round() as i64
+}
+
+fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Base) -> Vec<Group> {
     let cost = base.cost();
-    let alone = |n: u64| cost.model.t0 + cost.chunk_s(0, n);
-    // (k, prompt bucket) → (y, step, prompt) per step. Prompts within 1/16 of a doubling
-    // of each other are one group (servers count a few template tokens more or less).
+    let alone = |n: u64| {
+        let ttfts: Vec<f64> = measured
+            .iter()
+            .filter(|a| bucket(a.prompt_tokens) == bucket(n))
+            .map(|a| a.ttft_s)
+            .collect();
+        median(&ttfts).unwrap_or_else(|| cost.model.t0 + cost.chunk_s(0, n))
+    };
+    // (k, prompt bucket) → (y, step, prompt) per step.
     let mut by: BTreeMap<(u32, i64), Vec<(f64, f64, f64)>> = BTreeMap::new();
     for m in steps
         .iter()
@@ -72,8 +85,7 @@ fn groups(steps: &[MixedStep], base: &Base) -> Vec<Group> {
     {
         let y =
             m.step_s - cost.decode_s(u64::from(m.decoding), m.context_sum) - alone(m.prompt_tokens);
-        let bucket = ((m.prompt_tokens as f64).log2() * 16.0).round() as i64;
-        by.entry((m.decoding, bucket))
+        by.entry((m.decoding, bucket(m.prompt_tokens)))
             .or_default()
             .push((y, m.step_s, m.prompt_tokens as f64));
     }
@@ -108,8 +120,8 @@ fn groups(steps: &[MixedStep], base: &Base) -> Vec<Group> {
 
 /// The interference, with its interval and what the fit saw; unidentified where no mixed
 /// step was measured or the interval is wider than [`IDENTIFIED_HALF_WIDTH`].
-pub fn interference(steps: &[MixedStep], base: &Base) -> (Estimate, Value) {
-    let gs = groups(steps, base);
+pub fn interference(steps: &[MixedStep], alone: &[AloneStep], base: &Base) -> (Estimate, Value) {
+    let gs = groups(steps, alone, base);
     let sxx: f64 = gs.iter().map(|g| g.x * g.x).sum();
     if gs.is_empty() || sxx <= 0.0 {
         let e = Estimate::new(
@@ -140,7 +152,13 @@ pub fn interference(steps: &[MixedStep], base: &Base) -> (Estimate, Value) {
     let n: usize = gs.iter().map(|g| g.steps).sum();
     let mut source = format!(
         "mixed cells, {n} steps (decoding {batches:?}, prompts {prompts:?}): least squares \
-         through the origin of (step − decode part − prefill alone) over k × prefill alone"
+         through the origin of (step − decode part − prefill alone) over k × prefill alone \
+         ({})",
+        if alone.is_empty() {
+            "the sweep's TTFT law"
+        } else {
+            "the median TTFT of the prompts sent alone"
+        }
     );
     if slope < 0.0 {
         source.push_str(&format!(
@@ -192,7 +210,7 @@ mod tests {
             .into_iter()
             .flat_map(|(k, p)| [-1e-4, 0.0, 1e-4].map(|n| step(k, p, 0.04, n)))
             .collect();
-        let (e, q) = interference(&steps, &BASE);
+        let (e, q) = interference(&steps, &[], &BASE);
         assert!((e.value - 0.04).abs() < 1e-9, "{e:?}");
         let [lo, hi] = e.ci95.unwrap();
         assert!(lo < 0.04 && 0.04 < hi && hi - lo < 0.01, "{e:?}");
@@ -202,7 +220,7 @@ mod tests {
 
     #[test]
     fn no_mixed_steps_or_scattered_ones_leave_it_unidentified() {
-        let (e, _) = interference(&[], &BASE);
+        let (e, _) = interference(&[], &[], &BASE);
         assert_eq!(e.value, 0.0);
         assert!(e.unidentified.as_deref().unwrap().contains("no mixed step"));
         // Steps whose stall scatters by ±30 ms around a 71 ms prefill.
@@ -210,7 +228,7 @@ mod tests {
             .iter()
             .map(|&n| step(1, 1024, 0.0, n))
             .collect();
-        let (e, _) = interference(&steps, &BASE);
+        let (e, _) = interference(&steps, &[], &BASE);
         let why = e.unidentified.as_deref().expect("unidentified");
         assert!(why.contains("wider than"), "{why}");
         assert!(e.value.is_finite() && e.ci95.is_some());

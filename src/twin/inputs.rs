@@ -49,6 +49,8 @@ pub struct Inputs {
     /// Prompts prefilled whole beside decoding requests (the mixed cells: load cells of
     /// neither a concurrency nor a rate, as `load --trace` writes).
     pub mixed: Vec<super::mixed::MixedStep>,
+    /// The same cells' prompts prefilled with nothing else running: the price alone.
+    pub alone: Vec<super::mixed::AloneStep>,
     /// Closed-loop cells left out for being above the fitted concurrency (held out).
     pub held_out_cells: usize,
     /// Median accept length per content, with the samples it rests on.
@@ -193,6 +195,7 @@ fn gather_cells(file: &ResultFile, max_concurrency: u32, inputs: &mut Inputs) {
             if cell.cell.rate.is_none() {
                 let requests: Vec<&RequestRecord> = file.load.requests_in(&cell.cell).collect();
                 inputs.mixed.extend(super::mixed::mixed_steps(&requests));
+                inputs.alone.extend(super::mixed::alone_steps(&requests));
             }
             continue;
         };

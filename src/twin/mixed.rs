@@ -21,6 +21,13 @@ pub struct MixedStep {
     pub step_s: f64,
 }
 
+/// A prompt prefilled with nothing else running: its TTFT is the price alone.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AloneStep {
+    pub prompt_tokens: u64,
+    pub ttft_s: f64,
+}
+
 /// One request's stream on the cell's clock: when sent, its first token, each later
 /// token's time, its end.
 struct Stream {
@@ -51,9 +58,34 @@ fn stream(q: &RequestRecord) -> Option<Stream> {
     })
 }
 
+/// The requests of a cell that ran with no other request in flight from their sending to
+/// their end (calibration's mixed trace sends such probes first: the price alone measured
+/// on the same host within seconds of the mixed steps).
+pub fn alone_steps(requests: &[&RequestRecord]) -> Vec<AloneStep> {
+    let streams: Vec<Stream> = requests
+        .iter()
+        .filter(|q| q.ok)
+        .filter_map(|q| stream(q))
+        .collect();
+    streams
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| {
+            streams
+                .iter()
+                .enumerate()
+                .all(|(j, o)| j == *i || o.end <= s.sent || o.sent >= s.end)
+        })
+        .map(|(_, s)| AloneStep {
+            prompt_tokens: s.prompt,
+            ttft_s: s.first - s.sent,
+        })
+        .collect()
+}
+
 /// The mixed steps of one cell's requests: for each request whose first token ends a gap
-/// of others' streams, where it was sent after the gap before began (so its whole prefill
-/// ran in this step, not chunked over several) and nothing else started, finished or was
+/// of others' streams, where the gap before was an ordinary step (under half this one: the
+/// prefill was not chunked over several steps) and nothing else started, finished or was
 /// prefilled inside the gap.
 pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
     let streams: Vec<Stream> = requests
@@ -77,7 +109,7 @@ pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
                 (w[1] - probe.first).abs() <= slack
             });
             match hit {
-                Some((i, w)) if i >= 1 && probe.sent >= o.tokens[i - 1] => {
+                Some((i, w)) if i >= 1 && (w[0] - o.tokens[i - 1]) < (w[1] - w[0]) / 2.0 => {
                     gaps.push(w[1] - w[0]);
                     contexts += o.prompt + i as u64 + 1;
                 }
@@ -155,9 +187,28 @@ mod tests {
         assert!((m.step_s - 0.025).abs() < 1e-12, "{m:?}");
         // Each decoder's context in that step: 64 prompt + 6 tokens before it… + this one.
         assert_eq!(m.context_sum, 2 * (64 + 6));
-        // Sent before the step before began: its prefill may have been split over two steps.
-        let early = request(0.0125, 0.0275, vec![], 512);
-        assert!(mixed_steps(&[&a, &b, &early]).is_empty());
+        // A prefill chunked over two steps (the gap before is a stall too) is not one step.
+        let chunked = || {
+            let mut g = vec![0.001; 4];
+            g.extend([0.012, 0.025]);
+            g.extend([0.001; 10]);
+            g
+        };
+        let (ca, cb) = (
+            request(0.0, 0.010, chunked(), 64),
+            request(0.0, 0.010, chunked(), 64),
+        );
+        let early = request(0.0135, 0.0375, vec![], 512);
+        assert!(mixed_steps(&[&ca, &cb, &early]).is_empty());
+        // Alone: the probe with nothing else in flight.
+        let alone = request(1.0, 0.05, vec![], 512);
+        assert_eq!(
+            alone_steps(&[&a, &alone]),
+            vec![AloneStep {
+                prompt_tokens: 512,
+                ttft_s: 0.05
+            }]
+        );
         // A neighbour sent inside the step makes it unclean.
         let intruder = request(0.030, 0.02, vec![0.001], 64);
         let got = mixed_steps(&[&a, &b, &probe, &intruder]);

@@ -32,6 +32,16 @@ pub fn trace(c: &Coefficients, cells: &[(u32, u64)], reps: u32, context: u64) ->
         .max(32);
     let mut out = Lines::new();
     let mut t = 0.0;
+    // First each prompt length alone, `reps` times: the price alone, on the same host.
+    let mut lengths: Vec<u64> = cells.iter().map(|x| x.1).collect();
+    lengths.sort_unstable();
+    lengths.dedup();
+    for _ in 0..reps {
+        for &p in &lengths {
+            out.push((t * 1e3, p, 1));
+            t += MARGIN * prefill_s(c, p) + 0.05;
+        }
+    }
     let mut ks: Vec<u32> = cells.iter().map(|x| x.0).collect();
     ks.dedup();
     for k in ks {
@@ -107,7 +117,8 @@ mod tests {
         let lines = trace(&C, &[(1, 512), (3, 512), (3, 1024)], 2, 8192);
         // k = 1: one decoder and two prompts; k = 3: three decoders and four prompts.
         assert_eq!(lines.iter().filter(|l| l.2 > 1).count(), 4, "{lines:?}");
-        assert_eq!(lines.iter().filter(|l| l.2 == 1).count(), 6);
+        // Alone: two lengths twice; beside decoders: six.
+        assert_eq!(lines.iter().filter(|l| l.2 == 1).count(), 4 + 6);
         let decoders: Vec<&(f64, u64, u64)> = lines.iter().filter(|l| l.2 > 1).collect();
         for (i, d) in decoders.iter().enumerate() {
             let k = if i == 0 { 1.0 } else { 3.0 };
