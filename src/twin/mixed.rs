@@ -190,7 +190,7 @@ mod tests {
         // A prefill chunked over two steps (the gap before is a stall too) is not one step.
         let chunked = || {
             let mut g = vec![0.001; 4];
-            g.extend([0.012, 0.025]);
+            g.extend([0.015, 0.025]);
             g.extend([0.001; 10]);
             g
         };
@@ -198,7 +198,7 @@ mod tests {
             request(0.0, 0.010, chunked(), 64),
             request(0.0, 0.010, chunked(), 64),
         );
-        let early = request(0.0135, 0.0375, vec![], 512);
+        let early = request(0.0135, 0.0405, vec![], 512);
         assert!(mixed_steps(&[&ca, &cb, &early]).is_empty());
         // Alone: the probe with nothing else in flight.
         let alone = request(1.0, 0.05, vec![], 512);
