@@ -67,6 +67,9 @@ fn bucket(n: u64) -> i64 {
     ((n.max(1) as f64).log2() * 16.0).round() as i64
 }
 
+/// One mixed step's (y, step, prompt tokens).
+type Triple = (f64, f64, f64);
+
 fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Base) -> Vec<Group> {
     let cost = base.cost();
     let alone = |n: u64| {
@@ -78,7 +81,7 @@ fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Base) -> Vec<Group
         median(&ttfts).unwrap_or_else(|| cost.model.t0 + cost.chunk_s(0, n))
     };
     // (k, prompt bucket) → (y, step, prompt) per step.
-    let mut by: BTreeMap<(u32, i64), Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let mut by: BTreeMap<(u32, i64), Vec<Triple>> = BTreeMap::new();
     for m in steps
         .iter()
         .filter(|m| m.prompt_tokens > 0 && m.decoding > 0)
