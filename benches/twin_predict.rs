@@ -50,6 +50,7 @@ fn engine() -> EngineConfig {
             },
             overhead: 0.001,
             d2: 2.0e-4,
+            interference: 0.0,
             spec_draft: Default::default(),
         },
         max_batch_tokens: 8_192,

@@ -22,6 +22,7 @@ const COST: StepCost = StepCost {
     },
     overhead: 0.002,
     d2: 1.0e-4,
+    interference: 0.0,
     spec_draft: SpecDraftCost::NONE,
 };
 
@@ -137,6 +138,7 @@ fn one_request_in_flight_keeps_the_one_request_timings() {
         cost: StepCost {
             overhead: 0.0,
             d2: 0.0,
+            interference: 0.0,
             ..COST
         },
         max_batch_tokens: 1000,

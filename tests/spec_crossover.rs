@@ -23,6 +23,7 @@ const COST: StepCost = StepCost {
     },
     overhead: 0.0,
     d2: 0.0005,
+    interference: 0.0,
     spec_draft: SpecDraftCost {
         per_draft_token_s: 0.001,
         drafter_step_s: 0.001,

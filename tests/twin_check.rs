@@ -55,6 +55,7 @@ fn engine(p0: f64) -> EngineConfig {
             },
             overhead: 0.001,
             d2: 0.002,
+            interference: 0.0,
             spec_draft: Default::default(),
         },
         max_batch_tokens: 2048,

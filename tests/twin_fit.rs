@@ -177,6 +177,10 @@ fn other_profile_versions_and_non_profiles_are_refused_with_a_message() {
     let e = Profile::parse(&profile_text(2), "v2.json").unwrap_err();
     assert!(matches!(e, ProfileError::Version { found: 2, .. }), "{e:?}");
     assert!(e.to_string().contains("recalibrate"), "{e}");
+    // Version 3 had no interference term: it would be read as charging none.
+    let e = Profile::parse(&profile_text(3), "v3.json").unwrap_err();
+    assert!(matches!(e, ProfileError::Version { found: 3, .. }), "{e:?}");
+    assert!(e.to_string().contains("recalibrate"), "{e}");
     let e = Profile::parse(&profile_text(99), "new.json").unwrap_err();
     assert!(e.to_string().contains("version-99"), "{e}");
     // A result file's run record is JSON, but not a profile.
@@ -229,6 +233,7 @@ fn round_profile() -> Profile {
             d1_s_per_token: exact(0.0),
             d2_s_per_request: exact(0.0005),
             step_overhead_s: exact(0.0),
+            interference: exact(0.0),
         },
         limits: Limits {
             max_running: exact(5.0),

@@ -24,6 +24,7 @@ fn engine(max_running: usize, pool_tokens: u64) -> EngineConfig {
             },
             overhead: 0.001,
             d2: 0.001,
+            interference: 0.0,
             spec_draft: Default::default(),
         },
         max_batch_tokens: 2048,

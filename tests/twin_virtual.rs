@@ -28,6 +28,7 @@ fn config() -> EngineConfig {
             },
             overhead: 0.001,
             d2: 2.0e-4,
+            interference: 0.0,
             spec_draft: Default::default(),
         },
         // Small enough that prompts take several chunks, shared with decode.

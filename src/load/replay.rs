@@ -140,6 +140,10 @@ struct Shot {
     deadline: Duration,
     cell: CellKey,
     t0_ms: f64,
+    /// Whether any request shares a block with an earlier one. Without sharing, asking for
+    /// prefix reuse only costs: llama.cpp pins such requests to one slot
+    /// (`backend::llamacpp::REUSE_SLOT`), which would run the whole replay one at a time.
+    reuse: bool,
 }
 
 impl Shot {
@@ -152,7 +156,7 @@ impl Shot {
             prompt: Prompt::Ids(self.blocks.prompt(t)),
             max_tokens: t.output_length,
             ignore_eos: true,
-            cache_prompt: true,
+            cache_prompt: self.reuse,
             deadline: self.deadline,
         };
         let result = self.backend.generate(&req).await;
@@ -330,7 +334,9 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         concurrency: None,
         rate: None,
     };
+    let reuse = expected.iter().any(|e| e.shared_blocks > 0);
     let shot = Arc::new(Shot {
+        reuse,
         backend,
         blocks: Arc::new(blocks),
         t0_ms: requests[0].timestamp_ms,

@@ -157,6 +157,9 @@ pub struct SimCostArgs {
     ///     plus, if any request decodes:
     ///       d0 + d1·Σ(context of each decoding request) + d2·(decoding requests)
     ///
+    ///   the prefill chunks' sum times (1 + interference·decoding requests) when the step
+    ///   also decodes (--sim-interference).
+    ///
     /// With one request in flight this is exactly the one-request model (plus the
     /// overhead): TTFT = t0 + (n−c)/p0 + q·(n²−c²)/2, each decode step d0 + d1·context.
     ///
@@ -170,6 +173,11 @@ pub struct SimCostArgs {
     /// Decode step time per decoding request, seconds (added to d0 + d1·Σcontext).
     #[arg(long = "sim-d2", default_value_t = 0.0)]
     pub d2: f64,
+    /// Extra share of a step's prefill work per request decoding in the same step: a prompt
+    /// prefilled beside k decoding requests costs (1 + X·k) times its prefill alone (a real
+    /// server's interference between prefill and decode). Example: `--sim-interference 0.04`
+    #[arg(long = "sim-interference", value_name = "X", default_value_t = 0.0)]
+    pub interference: f64,
     /// With --spec K > 1: decode step time per draft token verified, per decoding request,
     /// seconds (a batch of B requests with K−1 drafts each adds B·(K−1)·this). With
     /// --sim-spec-drafter-step-s, what makes speculation stop paying as batches grow.

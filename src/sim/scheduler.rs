@@ -447,7 +447,7 @@ impl Scheduler {
         }
         let context_sum: u64 = decode.iter().map(|&(_, _, ctx)| ctx).sum();
         let duration = cost.overhead
-            + prefill_s
+            + prefill_s * cost.prefill_factor(decode.len() as u64)
             + cost.decode_s(decode.len() as u64, context_sum)
             + cost.spec_draft.step_s(drafted);
         let end_s = start_s + duration;

@@ -141,6 +141,7 @@ fn engine_config(config: &SimConfig) -> anyhow::Result<EngineConfig> {
         model: CostModel::from_args(args),
         overhead: args.step_overhead,
         d2: args.d2,
+        interference: args.interference,
         spec_draft: super::stepcost::SpecDraftCost {
             per_draft_token_s: args.spec_draft_token_s,
             drafter_step_s: args.spec_drafter_step_s,

@@ -7,6 +7,10 @@
 //!      + if any request drafted:        drafter_step + per_draft_token·Σ(draft tokens each decoding request verifies)
 //! ```
 //!
+//! where the prefill chunks' sum is multiplied by (1 + interference·decoding requests) when
+//! the step also decodes: a prompt prefilled beside k decoding requests costs more than
+//! alone (llama.cpp on a CPU: a 1k prompt 145–150 ms alone, 155–170 ms beside three).
+//!
 //! The speculative terms (`spec_draft`, default zero) are why speculation stops paying under
 //! load: a verify step of B requests with K−1 drafts each costs B·(K−1) more token slots
 //! than a plain decode step, while the weights it saves re-reading (d0) are shared by the
@@ -27,6 +31,9 @@ pub struct StepCost {
     pub overhead: f64,
     /// Decode cost per decoding request, s.
     pub d2: f64,
+    /// Extra share of a step's prefill work per request decoding in the same step: the
+    /// prefill part costs (1 + interference·k) beside k decodes. 0: none.
+    pub interference: f64,
     /// What speculative decoding adds to a decode step; the default adds nothing.
     pub spec_draft: SpecDraftCost,
 }
@@ -65,6 +72,11 @@ impl StepCost {
         (e - c) / self.model.p0 + self.model.q * (e * e - c * c) / 2.0
     }
 
+    /// What the prefill part of a step costs beside `decoding` requests, relative to alone.
+    pub fn prefill_factor(&self, decoding: u64) -> f64 {
+        1.0 + self.interference * decoding as f64
+    }
+
     /// One batched decode step: `context_sum` over `requests` decoding requests.
     pub fn decode_s(&self, requests: u64, context_sum: u64) -> f64 {
         if requests == 0 {
@@ -81,6 +93,7 @@ impl StepCost {
         for (flag, v) in [
             ("--sim-step-overhead", self.overhead),
             ("--sim-d2", self.d2),
+            ("--sim-interference", self.interference),
             (
                 "--sim-spec-draft-token-s",
                 self.spec_draft.per_draft_token_s,
@@ -109,6 +122,7 @@ mod tests {
         },
         overhead: 0.0,
         d2: 0.001,
+        interference: 0.0,
         spec_draft: SpecDraftCost::NONE,
     };
 
@@ -146,6 +160,22 @@ mod tests {
         assert_eq!(COST.decode_s(0, 0), 0.0);
         // Batched: weights read once, attention per request.
         assert!((COST.decode_s(4, 4000) - (0.004 + 0.04 + 0.004)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn interference_scales_the_prefill_part_per_decoding_request() {
+        let c = StepCost {
+            interference: 0.05,
+            ..COST
+        };
+        assert_eq!(c.prefill_factor(0), 1.0);
+        assert!((c.prefill_factor(3) - 1.15).abs() < 1e-12);
+        assert_eq!(COST.prefill_factor(3), 1.0);
+        let bad = StepCost {
+            interference: -0.1,
+            ..COST
+        };
+        assert!(bad.problem().unwrap().contains("--sim-interference"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `twin calibrate`: a small plan of its own on the library's sweep and load entry points
 //! (a short sweep for the prefill and batch-1 decode laws, closed-loop cells at concurrency
-//! 1 and 2 for the batching cost, acceptance per content when the server speculates), the
-//! records kept beside the profile, then exactly `twin fit` on them.
+//! 1, 2, 4, … for the batching cost, mixed cells for the interference of a prefill beside
+//! decoding requests, acceptance per content when the server speculates), the records kept
+//! beside the profile, then exactly `twin fit` on them.
 
 use super::profile::Profile;
 use super::{fit, inputs};
@@ -16,10 +17,11 @@ use std::time::Instant;
 #[command(
     after_help = "Measures, in minutes: a short sweep (prefill law t0, p0, q; batch-1 decode law),\n\
 closed-loop cells at concurrency 1, 2, 4, … up to the slot limit (the cost per decoding\n\
-request d2; --concurrency-up-to), probe (slots or\n\
+request d2; --concurrency-up-to), mixed cells (1 and slots − 1 requests decoding while a\n\
+512- and a 1k-token prompt is prefilled beside them, --reps each: the interference), probe (slots or\n\
 max-running, pool, page, prefix cache, context limit) and, when the server speculates, the\n\
 acceptance on prose and code. The records are kept beside the profile (PROFILE.sweep.jsonl,\n\
-PROFILE.load.jsonl; replaced on each run) and fitted exactly as `twin fit` would.\n\n\
+PROFILE.load.jsonl, PROFILE.mixed.jsonl and its trace; replaced on each run) and fitted exactly as `twin fit` would.\n\n\
 Example:\n  ctxbench twin calibrate --url http://127.0.0.1:8080 --out llama.json"
 )]
 pub struct CalibrateArgs {
@@ -71,6 +73,9 @@ pub const MAX_DEFAULT_CONCURRENCY: u32 = 16;
 pub const FIT_CONCURRENCY: u32 = 2;
 /// Sweep lengths are the powers of two from this up to the cap (and the cap itself).
 const SHORTEST: u64 = 512;
+/// Prompt lengths of the mixed cells (each capped like the sweep).
+const MIXED_PROMPTS: &[u64] = &[512, 1024];
+
 /// Contents whose acceptance is measured when the server speculates.
 const SPEC_CONTENTS: &[&str] = &["builtin:prose", "builtin:code"];
 
@@ -80,6 +85,8 @@ pub struct Plan {
     pub lengths: Vec<u64>,
     pub load_length: u64,
     pub concurrency: Vec<u32>,
+    /// Mixed cells: (requests decoding, prompt tokens prefilled beside them).
+    pub mixed: Vec<(u32, u64)>,
     /// Corpora measured for acceptance (empty unless the server speculates).
     pub spec_contents: Vec<String>,
 }
@@ -123,7 +130,21 @@ pub fn plan(args: &CalibrateArgs, info: &ServerInfo) -> anyhow::Result<Plan> {
         .take_while(|&c| c < top)
         .collect();
     concurrency.push(top);
+    // One decoder, and as many as leave a slot for the prompt.
+    let mut decoders = vec![1, top.saturating_sub(1)];
+    decoders.dedup();
+    let mixed = decoders
+        .into_iter()
+        .filter(|&k| k >= 1 && k < top)
+        .flat_map(|k| {
+            MIXED_PROMPTS
+                .iter()
+                .filter(move |&&p| p <= cap)
+                .map(move |&p| (k, p))
+        })
+        .collect();
     Ok(Plan {
+        mixed,
         load_length: args.load_length.min(cap),
         lengths,
         concurrency,
@@ -238,6 +259,45 @@ async fn load(args: &CalibrateArgs, plan: &Plan, out: &Path) -> anyhow::Result<(
     Ok(())
 }
 
+/// The mixed cells: their trace laid out on the step model fitted so far (`records`),
+/// replayed with `load --trace`. `Ok(false)` when there is nothing to run.
+async fn mixed(
+    args: &CalibrateArgs,
+    plan: &Plan,
+    info: &ServerInfo,
+    records: &[PathBuf],
+    out: &Path,
+) -> anyhow::Result<bool> {
+    if plan.mixed.is_empty() {
+        return Ok(false);
+    }
+    let top = plan.concurrency.iter().copied().max().unwrap_or(1);
+    let so_far = inputs::gather(records, top)?;
+    let c = fit::coefficients(&so_far).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the sweep and cells gave no usable step model to lay the mixed cells out on"
+        )
+    })?;
+    let context = info.context_length.unwrap_or(8192);
+    let lines = super::mixed_plan::trace(&c, &plan.mixed, args.reps.max(1), context);
+    let trace = records_path(&args.out, "mixed-trace");
+    std::fs::write(&trace, super::mixed_plan::jsonl(&lines))
+        .map_err(|e| anyhow::anyhow!("--out: cannot write {}: {e}", trace.display()))?;
+    eprintln!(
+        "twin calibrate: mixed cells {:?} (decoding, prompt) × {} reps, {} requests over {:.1} s",
+        plan.mixed,
+        args.reps.max(1),
+        lines.len(),
+        super::mixed_plan::planned_s(&lines)
+    );
+    let trace = trace.display().to_string();
+    let own = ["--trace", &trace, "--trace-format", "jsonl", "--slo", ""];
+    let argv = step_argv("load", args, &own, out)?;
+    let a: crate::load::args::LoadArgs = parse(argv)?;
+    crate::load::execute(a).await?;
+    Ok(true)
+}
+
 /// What a calibration produced.
 pub struct Calibration {
     pub profile: Profile,
@@ -290,6 +350,14 @@ pub async fn calibrate(args: &CalibrateArgs) -> anyhow::Result<Calibration> {
     let load_path = records_path(&args.out, "load");
     load(args, &plan, &load_path).await?;
     records.push(load_path.clone());
+    let mixed_path = records_path(&args.out, "mixed");
+    match mixed(args, &plan, &info, &records, &mixed_path).await {
+        Ok(true) => records.push(mixed_path),
+        Ok(false) => {}
+        // A server that takes no token-id prompts cannot replay a trace: the interference
+        // is then left unidentified, and the profile says so.
+        Err(e) => eprintln!("twin calibrate: mixed cells not measured: {e:#}"),
+    }
     let top = plan.concurrency.iter().copied().max().unwrap_or(1);
     let gathered = inputs::gather(&records, top)?;
     let (profile, skipped) = super::insample::widen(fit::fit(&gathered)?, &load_path);

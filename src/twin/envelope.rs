@@ -75,7 +75,9 @@ pub fn unknowns(twin: &Twin, r: &LoadResult) -> Vec<Unknown> {
         .max()
         .unwrap_or(0);
     for (term, why) in p.unidentified() {
-        if term == "d2" && batch < 2 {
+        // Both only act where requests run together: d2 in a batch of decodes, the
+        // interference on a prefill beside decodes.
+        if (term == "d2" || term == "interference") && batch < 2 {
             continue;
         }
         out.push(Unknown {

@@ -46,6 +46,11 @@ pub struct Inputs {
     pub target: Option<Value>,
     pub sweep: Vec<SweepPoint>,
     pub cells: Vec<CellSteps>,
+    /// Prompts prefilled whole beside decoding requests (the mixed cells: load cells of
+    /// neither a concurrency nor a rate, as `load --trace` writes).
+    pub mixed: Vec<super::mixed::MixedStep>,
+    /// The same cells' prompts prefilled with nothing else running: the price alone.
+    pub alone: Vec<super::mixed::AloneStep>,
     /// Closed-loop cells left out for being above the fitted concurrency (held out).
     pub held_out_cells: usize,
     /// Median accept length per content, with the samples it rests on.
@@ -235,6 +240,11 @@ fn acceptance(samples: &[&(String, Sample)]) -> Vec<(String, f64, usize)> {
 fn gather_cells(file: &ResultFile, max_concurrency: u32, inputs: &mut Inputs) {
     for cell in &file.load.cells {
         let Some(c) = cell.cell.concurrency else {
+            if cell.cell.rate.is_none() {
+                let requests: Vec<&RequestRecord> = file.load.requests_in(&cell.cell).collect();
+                inputs.mixed.extend(super::mixed::mixed_steps(&requests));
+                inputs.alone.extend(super::mixed::alone_steps(&requests));
+            }
             continue;
         };
         if c > max_concurrency {

@@ -24,6 +24,7 @@ pub fn profile_of(config: &EngineConfig, context_tokens: u64) -> Profile {
             d1_s_per_token: known(c.model.d1),
             d2_s_per_request: known(c.d2),
             step_overhead_s: known(c.overhead),
+            interference: known(c.interference),
         },
         limits: Limits {
             max_running: known(config.max_running as f64),
@@ -62,6 +63,7 @@ mod tests {
                 },
                 overhead: 0.001,
                 d2: 0.001,
+                interference: 0.0,
                 spec_draft: Default::default(),
             },
             max_batch_tokens: 2048,

@@ -16,12 +16,16 @@ pub mod engine;
 pub mod envelope;
 pub mod figures;
 pub mod fit;
+mod fit_decode;
+pub mod fit_mixed;
 #[cfg(test)]
 mod fit_props;
 pub mod inputs;
 pub mod insample;
 pub mod known;
 pub mod limits;
+pub mod mixed;
+pub mod mixed_plan;
 pub mod output;
 pub mod predict;
 pub mod predict_trace;

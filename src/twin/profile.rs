@@ -15,7 +15,9 @@ use std::path::Path;
 /// tokens only, would predict a different schedule than its server runs. Version 3 added
 /// `unidentified` terms and the `uncertainty` the bands rest on, and never holds a
 /// non-finite number (version 2 could write a NaN as `null`, which no reader accepted).
-pub const PROFILE_VERSION: u32 = 3;
+/// Version 4 added `step.interference` (a prefill beside decoding requests costs more than
+/// alone): a version-3 profile would be read as charging none.
+pub const PROFILE_VERSION: u32 = 4;
 
 /// One measured number: its value, 95 % interval (when the fit left degrees of freedom)
 /// and its provenance, e.g. "sweep TTFT fit, 5 lengths 1k..16k" or "probe: /slots".
@@ -138,6 +140,9 @@ pub struct StepModel {
     pub d2_s_per_request: Estimate,
     /// Fixed cost of every step, s.
     pub step_overhead_s: Estimate,
+    /// Extra share of a step's prefill work per request decoding in the same step: the
+    /// prefill part of a step beside k decodes costs (1 + interference·k) times alone.
+    pub interference: Estimate,
 }
 
 /// The server's limits, as probed.
@@ -272,6 +277,7 @@ impl Profile {
             ("d1", &s.d1_s_per_token),
             ("d2", &s.d2_s_per_request),
             ("step overhead", &s.step_overhead_s),
+            ("interference", &s.interference),
             ("max running", &l.max_running),
             ("pool", &l.pool_tokens),
             ("page", &l.page_tokens),
@@ -352,6 +358,7 @@ impl Profile {
                 },
                 overhead: s.step_overhead_s.value,
                 d2: s.d2_s_per_request.value,
+                interference: s.interference.value,
                 spec_draft: SpecDraftCost::NONE,
             },
             max_batch_tokens: (s.chunk_tokens.value.round() as u64).max(1),

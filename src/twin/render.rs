@@ -58,6 +58,13 @@ pub fn render(p: &Profile) -> String {
     line(&mut out, "d1", &s.d1_s_per_token, 1e9, "ns/tok");
     line(&mut out, "d2", &s.d2_s_per_request, 1e3, "ms/req");
     line(&mut out, "overhead", &s.step_overhead_s, 1e3, "ms");
+    line(
+        &mut out,
+        "interference",
+        &s.interference,
+        100.0,
+        "%/decoder",
+    );
     let l = &p.limits;
     let _ = writeln!(out, "limits:");
     line(&mut out, "running", &l.max_running, 1.0, "requests");

@@ -24,6 +24,7 @@ pub fn apply(profile: &Profile, args: &mut SimArgs, given: &dyn Fn(&str) -> bool
     set("d0", &mut || c.d0 = e.cost.model.d0);
     set("d1", &mut || c.d1 = e.cost.model.d1);
     set("d2", &mut || c.d2 = e.cost.d2);
+    set("interference", &mut || c.interference = e.cost.interference);
     set("step_overhead", &mut || c.step_overhead = e.cost.overhead);
     set("max_batch_tokens", &mut || {
         c.max_batch_tokens = e.max_batch_tokens
