@@ -45,8 +45,9 @@
 mod common;
 
 use common::llama::LlamaServer;
-use common::{load_args, timing_lock};
-use ctxbench::twin::check::{CheckReport, check, render};
+use common::timing_lock;
+use common::twin::{beyond_bounds, combined, drift, measure, measure_cells};
+use ctxbench::twin::check::{check, render};
 use ctxbench::twin::figures::Figure;
 use ctxbench::twin::predict::Twin;
 
@@ -127,32 +128,6 @@ fn goals(f: Figure) -> Option<(f64, f64)> {
 /// often enough to fail a correct prediction between the modes, five rarely do.
 const RUNS: usize = 5;
 
-/// The c=1 cell of a load file: its output tok/s, and the `load` flags that measure it
-/// again (its length, request budget and output tokens).
-fn c1_cell(path: &std::path::Path) -> (f64, Vec<String>) {
-    let r = ctxbench::load::merge::merge(&[(
-        path.display().to_string(),
-        ctxbench::resultfile::read(path).unwrap(),
-    )])
-    .unwrap();
-    let cell = r
-        .cells
-        .iter()
-        .find(|c| c.cell.concurrency == Some(1))
-        .expect("a c=1 cell");
-    let flags = [
-        "--lengths".to_string(),
-        cell.cell.context_tokens.to_string(),
-        "--concurrency".into(),
-        "1".into(),
-        "--requests".into(),
-        r.plan.requests.expect("a request budget").to_string(),
-        "--output-tokens".into(),
-        r.plan.output_tokens.to_string(),
-    ];
-    (cell.output_tps.expect("output tok/s"), flags.to_vec())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_bounds() {
     let _timing = timing_lock().await;
@@ -195,52 +170,29 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         );
     }
 
-    let mut reports = Vec::new();
-    for (i, (cell, strict)) in CELLS.iter().enumerate() {
-        let mut files = Vec::new();
-        for run in 0..RUNS {
-            let path = dir.path().join(format!("held-out-{i}-{run}.jsonl"));
-            let path_s = path.display().to_string();
-            let mut flags = cell.to_vec();
-            flags.extend(["--out", &path_s]);
-            ctxbench::load::execute(load_args(&server.url, &flags))
-                .await
-                .expect("load runs");
-            files.push((path_s, ctxbench::resultfile::read(&path).unwrap()));
-        }
-        let report = check(&twin, &files, None).unwrap();
-        let text = render(&report);
-        println!("{text}");
-        assert_eq!(report.cells.len(), 1, "{text}");
+    let reports = measure_cells(
+        &twin,
+        &server.url,
+        CELLS.iter().map(|(cell, _)| *cell),
+        RUNS,
+        dir.path(),
+    )
+    .await;
+    for (report, text) in &reports {
         let rows = &report.cells[0].rows;
         assert_eq!(rows.len(), 6, "{text}");
         assert!(rows.iter().all(|r| r.spread.is_some()), "{text}");
-        reports.push((report, text, *strict));
     }
 
     // The host's drift since calibration: its c=1 cell (same flags) measured again.
-    let (calibrated, mut flags) = c1_cell(&ctxbench::twin::calibrate::records_path(&out, "load"));
-    let again = dir.path().join("c1-again.jsonl");
-    flags.extend(["--out".to_string(), again.display().to_string()]);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    ctxbench::load::execute(load_args(&server.url, &flags))
-        .await
-        .expect("load runs");
-    let (now, _) = c1_cell(&again);
-    let drift = (now - calibrated).abs() / calibrated;
-    println!(
-        "host drift since calibration: c=1 tok/s {calibrated:.1} then {now:.1} ({:.1} %)",
-        drift * 100.0
-    );
+    let drift = drift(
+        &server.url,
+        &ctxbench::twin::calibrate::records_path(&out, "load"),
+        dir.path(),
+    )
+    .await;
     // Coverage, width, error and bias per figure over the three held-out cells together.
-    let all = CheckReport {
-        profile: reports[0].0.profile.clone(),
-        files: Vec::new(),
-        cells: reports
-            .iter()
-            .flat_map(|(r, _, _)| r.cells.clone())
-            .collect(),
-    };
+    let all = combined(&reports.iter().map(|(r, _)| r).collect::<Vec<_>>());
     let summary = all.per_figure();
     for f in &summary {
         println!(
@@ -269,17 +221,7 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     let two = LlamaServer::start_with_args(2, &["-t", &threads, "-tb", &threads]);
     let relaunched = ctxbench::twin::whatif::configured(twin.clone(), &["max-running=2".into()])
         .expect("a configuration");
-    let mut files = Vec::new();
-    for run in 0..3 {
-        let path = dir.path().join(format!("np2-{run}.jsonl"));
-        let path_s = path.display().to_string();
-        let mut flags = CELLS[0].0.to_vec();
-        flags.extend(["--out", &path_s]);
-        ctxbench::load::execute(load_args(&two.url, &flags))
-            .await
-            .expect("load runs");
-        files.push((path_s, ctxbench::resultfile::read(&path).unwrap()));
-    }
+    let files = measure(&two.url, CELLS[0].0, 3, dir.path(), "np2").await;
     let whatif = check(&relaunched, &files, None).unwrap();
     println!("what-if, -np 2:\n{}", render(&whatif));
     drop(two);
@@ -332,21 +274,6 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         }
     }
     assert!(wide.is_empty(), "{}", wide.join("\n"));
-    let mut beyond = Vec::new();
-    for (report, text, strict) in &reports {
-        for r in &report.cells[0].rows {
-            let held = if *strict { r.bound + drift } else { LOOSE };
-            if r.error.is_nan() || r.error > held {
-                beyond.push(format!(
-                    "{:?}: error {:.1} % > {:.1} % (bound {:.1} % + drift {:.1} %, or LOOSE)\n{text}",
-                    r.figure,
-                    r.error * 100.0,
-                    held * 100.0,
-                    r.bound * 100.0,
-                    drift * 100.0
-                ));
-            }
-        }
-    }
+    let beyond = beyond_bounds(&reports, drift, |i, _| (!CELLS[i].1).then_some(LOOSE));
     assert!(beyond.is_empty(), "{}", beyond.join("\n"));
 }

@@ -33,7 +33,7 @@ const COVERAGE: f64 = 0.8;
 const WHATIF_COVERAGE: f64 = 0.7;
 
 use common::timing_lock;
-use common::twin::{combined, drift, goal_table, measure_and_check};
+use common::twin::{beyond_bounds, combined, drift, goal_table, measure_and_check, measure_cells};
 use common::vllm::{Config, VllmServer};
 use ctxbench::twin::figures::Figure;
 use ctxbench::twin::predict::Twin;
@@ -174,20 +174,14 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
     );
     let twin = Twin::new(c.profile.clone(), out.display().to_string());
 
-    let mut reports = Vec::new();
-    for (i, (cell, _)) in CELLS.iter().enumerate() {
-        let (report, text) = measure_and_check(
-            &twin,
-            &server.url,
-            cell,
-            RUNS,
-            dir.path(),
-            &format!("cell{i}"),
-        )
-        .await;
-        println!("{text}");
-        reports.push((report, text));
-    }
+    let reports = measure_cells(
+        &twin,
+        &server.url,
+        CELLS.iter().map(|(cell, _)| *cell),
+        RUNS,
+        dir.path(),
+    )
+    .await;
     let drift = drift(
         &server.url,
         &ctxbench::twin::calibrate::records_path(&out, "load"),
@@ -230,26 +224,9 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
         "{:.1} % of held-out figures inside their 90 % bands",
         coverage * 100.0
     );
-    let mut beyond = Vec::new();
-    for ((report, text), (_, loose)) in reports.iter().zip(CELLS) {
-        for r in &report.cells[0].rows {
-            let held = if loose.contains(&r.figure) {
-                LOOSE
-            } else {
-                r.bound + drift
-            };
-            if r.error.is_nan() || r.error > held {
-                beyond.push(format!(
-                    "{:?}: error {:.1} % > {:.1} % (bound {:.1} % + drift {:.1} %, or LOOSE)\n{text}",
-                    r.figure,
-                    r.error * 100.0,
-                    held * 100.0,
-                    r.bound * 100.0,
-                    drift * 100.0
-                ));
-            }
-        }
-    }
+    let beyond = beyond_bounds(&reports, drift, |i, f| {
+        CELLS[i].1.contains(&f).then_some(LOOSE)
+    });
     assert!(beyond.is_empty(), "{}", beyond.join("\n"));
     let whatif_coverage = whatif.coverage().expect("what-if figures have bands");
     assert!(

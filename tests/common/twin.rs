@@ -145,3 +145,49 @@ pub fn goal_table(r: &CheckReport) -> String {
     }
     s
 }
+
+/// Every figure of each report's one cell whose error is beyond what it is held to: its
+/// `twin check` bound widened by the host's `drift`, or the guard `loose(cell, figure)`
+/// gives where a figure is known not to meet its bound. One message per figure beyond.
+pub fn beyond_bounds(
+    reports: &[(CheckReport, String)],
+    drift: f64,
+    loose: impl Fn(usize, Figure) -> Option<f64>,
+) -> Vec<String> {
+    let mut beyond = Vec::new();
+    for (i, (report, text)) in reports.iter().enumerate() {
+        for r in &report.cells[0].rows {
+            let held = loose(i, r.figure).unwrap_or(r.bound + drift);
+            if r.error.is_nan() || r.error > held {
+                beyond.push(format!(
+                    "{:?}: error {:.1} % > {:.1} % (bound {:.1} % + drift {:.1} %, or the guard)\n{text}",
+                    r.figure,
+                    r.error * 100.0,
+                    held * 100.0,
+                    r.bound * 100.0,
+                    drift * 100.0
+                ));
+            }
+        }
+    }
+    beyond
+}
+
+/// Each of `cells` (as `load` flags) measured `runs` times and checked against `twin`,
+/// printed as it is done: the reports, in order.
+pub async fn measure_cells<'a>(
+    twin: &Twin,
+    url: &str,
+    cells: impl IntoIterator<Item = &'a [&'a str]>,
+    runs: usize,
+    dir: &Path,
+) -> Vec<(CheckReport, String)> {
+    let mut reports = Vec::new();
+    for (i, cell) in cells.into_iter().enumerate() {
+        let (report, text) =
+            measure_and_check(twin, url, cell, runs, dir, &format!("held-out-{i}")).await;
+        println!("{text}");
+        reports.push((report, text));
+    }
+    reports
+}
