@@ -48,6 +48,11 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
     if a.load.plan.is_some() || b.load.plan.is_some() {
         return crate::load::compare_files(&args, (la, a), (lb, b));
     }
+    if !args.config.is_empty() {
+        anyhow::bail!(
+            "--config picks one configuration's cells of load files; {la} and {lb} are sweeps"
+        );
+    }
     let comparison = report::compare::compare(&a, &b, (&la, &lb))?;
     print!(
         "{}",

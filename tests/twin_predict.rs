@@ -237,4 +237,35 @@ fn whatif_writes_every_configuration_tagged_into_one_file() {
     };
     assert_eq!(running(2.0), 2.0);
     assert!(running(8.0) > 2.0, "{}", running(8.0));
+
+    // `compare` sets one configuration against a file: it refuses the mixed file whole,
+    // and with `--config` reads that configuration's cells alone.
+    let compare = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ctxbench"))
+            .arg("compare")
+            .args([&path, &path])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let mixed = compare(&[]);
+    let err = String::from_utf8_lossy(&mixed.stderr);
+    assert!(!mixed.status.success());
+    assert!(
+        err.contains("several configurations") && err.contains("max-running=2"),
+        "{err}"
+    );
+    let two = compare(&["--config", "max-running=2"]);
+    let out = String::from_utf8_lossy(&two.stdout);
+    assert!(
+        two.status.success(),
+        "{}",
+        String::from_utf8_lossy(&two.stderr)
+    );
+    // Its figures, as predicted: B/A of a file against itself is 1.00 throughout.
+    assert!(out.contains("32k") && out.contains("1.00"), "{out}");
+    assert!(!out.contains(" - "), "every figure present: {out}");
+    let none = compare(&["--config", "max-running=3"]);
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(err.contains("no cells of --config max-running=3"), "{err}");
 }

@@ -76,6 +76,18 @@ pub fn merge(files: &[(String, ResultFile)]) -> anyhow::Result<LoadResult> {
         );
     }
     for k in keys {
+        // A file of cells alone (`twin whatif --out` writes no requests) is read as written.
+        let written = || {
+            let [(_, f)] = files else { return None };
+            let none_sent = !out.requests.iter().any(|r| r.cell.same(&k));
+            none_sent
+                .then(|| f.load.cells.iter().find(|c| c.cell.same(&k)).cloned())
+                .flatten()
+        };
+        if let (None, Some(c)) = (sharded, written()) {
+            out.cells.push(c);
+            continue;
+        }
         let mut c = match sharded {
             Some(n) => summarise_shards(&out, k, n, files),
             None => summarise_key(&out, k),

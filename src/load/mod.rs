@@ -5,6 +5,7 @@ pub mod args;
 pub mod cell;
 pub mod clock;
 pub mod compare;
+pub mod config_select;
 pub mod cost;
 pub mod energy;
 pub mod exec;
@@ -259,8 +260,13 @@ pub fn compare_files(
     b: (String, crate::resultfile::ResultFile),
 ) -> anyhow::Result<u8> {
     let (la, lb) = (a.0.clone(), b.0.clone());
-    let ra = merge::merge(&[a])?;
-    let rb = merge::merge(&[b])?;
+    let wanted = config_select::parse(&args.config).map_err(anyhow::Error::msg)?;
+    let pick = |(name, mut f): (String, crate::resultfile::ResultFile)| {
+        config_select::select(&mut f.load.cells, &wanted, &name).map_err(anyhow::Error::msg)?;
+        merge::merge(&[(name, f)])
+    };
+    let ra = pick(a)?;
+    let rb = pick(b)?;
     print!("{}", compare::render(&ra, &rb, (&la, &lb), args.format)?);
     if let Some(h) = &args.html {
         crate::report::write_atomic(h, &compare::html(&ra, &rb, (&la, &lb))?)?;

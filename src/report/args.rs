@@ -26,4 +26,10 @@ pub struct CompareArgs {
     pub html: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Load files: compare only the cells of this configuration, KNOB=VALUE (repeatable;
+    /// max-running, pool, chunk, time-scale). `twin whatif --out` writes every
+    /// configuration into one file; a measured file is one configuration and is read
+    /// whole. E.g. `compare measured-np2.jsonl whatif.jsonl --config max-running=2`.
+    #[arg(long, value_name = "KNOB=VALUE")]
+    pub config: Vec<String>,
 }
