@@ -205,6 +205,11 @@ fn tokens_per_step(s: &Sample) -> f64 {
 /// was buffered (a frontend starved of CPU delivers a request's tokens together), and its
 /// gaps time the buffer, not the engine.
 const BUNCHED_SHARE: f64 = 0.1;
+/// ... and below this median gap, which no engine's decode step reaches (a buffered stream's
+/// gaps are microseconds; the tiny model's step on one CPU thread is 0.7 ms). Without it a
+/// long prompt's slower repetition (its TTFT a few per cent above the fastest, hundreds of
+/// milliseconds at 32k) read as bunched and its decode step as ten times its gaps.
+const BUNCHED_GAP_S: f64 = 50e-6;
 
 /// The decode step of a sample whose gaps are bunched: its decode time measured from the
 /// length's fastest TTFT (the first token of a buffered stream arrives late, so its own TTFT
@@ -217,7 +222,7 @@ fn unbunched(s: &Sample, step: f64, fastest_ttft: f64) -> f64 {
         return step;
     }
     let per_step = tokens_per_step(s) * (e2e - fastest_ttft) / (out - 1) as f64;
-    if per_step > 0.0 && step < BUNCHED_SHARE * per_step {
+    if per_step > 0.0 && step < BUNCHED_GAP_S && step < BUNCHED_SHARE * per_step {
         per_step
     } else {
         step
@@ -302,6 +307,13 @@ mod tests {
         s.itl_p50_s = Some(2.4e-3);
         s.e2e_s = Some(0.084 + 63.0 * 4e-3);
         assert_eq!(unbunched(&s, step_of(&s).unwrap(), 0.084), 2.4e-3);
+        // A long prompt's slower repetition: TTFT 300 ms above the length's fastest, 0.7 ms
+        // gaps; its step is its gaps, not 300 ms spread over its 31 tokens.
+        s.output_tokens = Some(32);
+        s.itl_p50_s = Some(0.7e-3);
+        s.ttft_s = Some(3.3);
+        s.e2e_s = Some(3.3 + 31.0 * 0.7e-3);
+        assert_eq!(unbunched(&s, step_of(&s).unwrap(), 3.0), 0.7e-3);
     }
 
     #[test]
