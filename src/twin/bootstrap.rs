@@ -8,12 +8,14 @@
 use super::fit;
 use super::inputs::{Inputs, fastest};
 use super::profile::{Spread, Uncertainty};
-use crate::stats::median;
+use crate::stats::{median, quantile};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// Refits per profile: enough for a standard deviation to ±13 % (1/√(2·31)).
 pub const REPLICATES: usize = 32;
+/// Resamples of a predicted cell's requests for its figures' sampling spread.
+const CELL_RESAMPLES: usize = 200;
 const SEED: u64 = 35_2026;
 
 /// The bootstrap replicates and the spread of `inputs`.
@@ -62,6 +64,35 @@ fn robust_rsd(xs: &[f64]) -> Option<f64> {
     let m = median(xs)?;
     let dev: Vec<f64> = xs.iter().map(|x| (x - m).abs()).collect();
     (m > 0.0).then(|| 1.4826 * median(&dev).unwrap_or(0.0) / m)
+}
+
+/// Standard deviation over mean.
+fn rsd(xs: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    if mean > 0.0 { var.sqrt() / mean } else { 0.0 }
+}
+
+/// A predicted cell's figures' relative spread over resampled requests (TTFT, TPOT, e2e
+/// each): TTFT p50, TTFT p99, TPOT p50, mean e2e (whose inverse is the cell's throughput).
+/// `None` with fewer than 4 requests.
+pub fn request_spread(requests: &[(f64, f64, f64)]) -> Option<[f64; 4]> {
+    if requests.len() < 4 {
+        return None;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED);
+    let mut figs: [Vec<f64>; 4] = Default::default();
+    for _ in 0..CELL_RESAMPLES {
+        let r = pick(requests, &mut rng);
+        let ttft: Vec<f64> = r.iter().map(|x| x.0).collect();
+        let tpot: Vec<f64> = r.iter().map(|x| x.1).collect();
+        figs[0].push(quantile(&ttft, 0.5)?);
+        figs[1].push(quantile(&ttft, 0.99)?);
+        figs[2].push(quantile(&tpot, 0.5)?);
+        figs[3].push(r.iter().map(|x| x.2).sum::<f64>() / r.len() as f64);
+    }
+    Some(figs.map(|v| rsd(&v)))
 }
 
 /// The host's spread: the sweep repetitions' scatter (the host and server from one
