@@ -124,7 +124,7 @@ pub fn check(
             );
         }
     }
-    let timeout_s = first.run.config.timeout.parse::<f64>().unwrap_or(600.0);
+    let timeout_s = timeout_s(first);
     let run = |t: &Twin| match &first.plan.trace {
         Some(plan) => predict_replay(t, first, plan, trace, timeout_s),
         None => predict_cells(t, first, timeout_s),
@@ -198,6 +198,12 @@ fn unknowns_of(twin: &Twin, r: &LoadResult, c: &CellRecord) -> Vec<&'static str>
         .collect();
     terms.dedup();
     terms
+}
+
+/// The measured run's request timeout, for the predicted requests (600 s where the run's
+/// was not a number of seconds).
+pub(crate) fn timeout_s(m: &LoadResult) -> f64 {
+    m.run.config.timeout.parse::<f64>().unwrap_or(600.0)
 }
 
 /// Every measured cell of a load plan, predicted.

@@ -7,25 +7,30 @@
 //! over a block of requests (`runspread.rs`), which the bands scale to each predicted
 //! cell's size.
 
-use super::check::{check, predict_cells};
+use super::check::{check, predict_cells, timeout_s};
 use super::engine::Twin;
 use super::figures::Figure;
 use super::profile::Profile;
 use super::runspread::{self, RunSpread};
 use crate::load::LoadResult;
 use crate::record::load::CellRecord;
+use crate::resultfile::ResultFile;
 use std::path::Path;
 
 /// `profile` with its spread widened by its in-sample error per figure (the root mean
 /// square over the calibration's cells of load file `load`); unchanged when the file
 /// cannot be checked (the reason is returned).
 pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
-    let checked = crate::resultfile::read(load)
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .and_then(|f| {
-            let twin = Twin::new(profile.clone(), load.display().to_string());
-            check(&twin, &[(load.display().to_string(), f)], None)
-        });
+    let shown = load.display().to_string();
+    let file = match crate::resultfile::read(load) {
+        Ok(f) => f,
+        Err(e) => return (profile, Some(format!("in-sample check skipped: {e}"))),
+    };
+    let checked = check(
+        &Twin::new(profile.clone(), shown.clone()),
+        &[(shown.clone(), file.clone())],
+        None,
+    );
     let report = match checked {
         Ok(r) => r,
         Err(e) => return (profile, Some(format!("in-sample check skipped: {e:#}"))),
@@ -45,7 +50,7 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
             (e.iter().map(|x| x * x).sum::<f64>() / e.len() as f64).sqrt()
         }
     };
-    let run = run_spread(&profile, load);
+    let run = run_spread(&profile, shown, file);
     let Some(u) = profile.uncertainty.as_mut() else {
         return (profile, None);
     };
@@ -90,16 +95,13 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
     (profile, None)
 }
 
-/// One run's spread over a block of requests: calibration's cells in load file `load`
+/// One run's spread over a block of requests: calibration's cells in load file `file`
 /// against the twin's prediction of each (`None` when they cannot be predicted or hold
 /// too few requests).
-fn run_spread(profile: &Profile, load: &Path) -> Option<RunSpread> {
-    let shown = load.display().to_string();
-    let file = crate::resultfile::read(load).ok()?;
+fn run_spread(profile: &Profile, shown: String, file: ResultFile) -> Option<RunSpread> {
     let measured = crate::load::merge::merge(&[(shown.clone(), file)]).ok()?;
-    let timeout_s = measured.run.config.timeout.parse::<f64>().unwrap_or(600.0);
     let twin = Twin::new(profile.clone(), shown);
-    let predicted = predict_cells(&twin, &measured, timeout_s).ok()?;
+    let predicted = predict_cells(&twin, &measured, timeout_s(&measured)).ok()?;
     let of = |r: &LoadResult, c: &CellRecord| {
         runspread::requests(r.requests.iter().filter(|q| q.cell.same(&c.cell)))
     };
