@@ -3,43 +3,38 @@
 //! {"max_running": 2}`), and their cell keys repeat. Reading such a file as one plan would
 //! set configurations side by side as if they were one server; `--config` picks one.
 
+use super::knob::{Knob, Tag, label};
 use crate::record::load::CellRecord;
-use std::collections::BTreeMap;
-
-/// A configuration tag, as cells carry it.
-pub type Tag = BTreeMap<String, f64>;
 
 /// `KNOB=VALUE` settings (`--config max-running=2 --config pool=64k`) as the tag cells
-/// carry: knob names with `_` for `-`, values as counts (`64k`) or plain numbers.
+/// carry: the knobs `twin whatif` tags its configurations with, values as each takes them.
 pub fn parse(settings: &[String]) -> Result<Tag, String> {
     let mut tag = Tag::new();
     for s in settings {
-        let (knob, value) = s
+        let (name, value) = s
             .split_once('=')
             .filter(|(k, v)| !k.trim().is_empty() && !v.trim().is_empty())
             .ok_or_else(|| format!("--config `{s}`: give KNOB=VALUE, e.g. max-running=2"))?;
-        let value = value.trim();
-        let x = crate::lengths::parse_count(value)
-            .map(|n| n as f64)
-            .or_else(|_| value.parse::<f64>())
-            .ok()
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .ok_or_else(|| format!("--config `{s}`: `{value}` is not a positive number"))?;
-        if tag.insert(knob.trim().replace('-', "_"), x).is_some() {
-            return Err(format!("--config: `{}` is given twice", knob.trim()));
+        let knob = Knob::from_name(name)
+            .filter(|k| k.is_tagged())
+            .ok_or_else(|| {
+                format!(
+                    "--config `{s}`: unknown knob `{}`; one of max-running, pool, chunk, \
+                     time-scale",
+                    name.trim()
+                )
+            })?;
+        let x = knob.value(value).ok_or_else(|| {
+            format!(
+                "--config `{s}`: `{}` is not a positive number",
+                value.trim()
+            )
+        })?;
+        if tag.insert(knob.tag_key(), x).is_some() {
+            return Err(format!("--config: `{}` is given twice", knob.name()));
         }
     }
     Ok(tag)
-}
-
-fn label(tag: &Tag) -> String {
-    if tag.is_empty() {
-        return "as profiled".into();
-    }
-    tag.iter()
-        .map(|(k, v)| format!("{}={v}", k.replace('_', "-")))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Keeps the cells of the one configuration `wanted` names: those whose tag has each
@@ -107,10 +102,18 @@ mod tests {
         let t = parse(&["max-running=2".into(), "pool=64k".into()]).unwrap();
         assert_eq!(t["max_running"], 2.0);
         assert_eq!(t["pool"], 65536.0);
-        for bad in ["max-running", "=2", "max-running=0", "pool=lots"] {
+        for bad in [
+            "max-running",
+            "=2",
+            "max-running=0",
+            "pool=lots",
+            "slots=2",
+            "rate=2",
+        ] {
             assert!(parse(&[bad.into()]).is_err(), "{bad}");
         }
         assert!(parse(&["chunk=1".into(), "chunk=2".into()]).is_err());
+        assert!(parse(&["max_running=1".into(), "max-running=2".into()]).is_err());
     }
 
     #[test]

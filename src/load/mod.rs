@@ -12,6 +12,7 @@ pub mod exec;
 pub mod gpu;
 pub mod job_io;
 pub mod knee;
+pub mod knob;
 pub mod merge;
 pub mod plan;
 pub mod render;

@@ -17,6 +17,7 @@ mod ollama;
 mod openai;
 pub mod pool;
 mod request;
+mod sched_io;
 pub mod scheduler;
 mod server;
 mod sglang;

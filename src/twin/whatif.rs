@@ -7,42 +7,8 @@ use super::envelope;
 use super::predict::{self, Twin};
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;
+pub use crate::load::knob::Knob;
 use std::fmt::Write;
-
-/// What `--vary` may change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Knob {
-    /// Requests running at once.
-    MaxRunning,
-    /// KV pool, tokens.
-    Pool,
-    /// Prefill tokens per step (chunked-prefill budget).
-    Chunk,
-    /// The load dimension: closed-loop workers (load's `--concurrency`).
-    Concurrency,
-    /// The load dimension: open-loop rates (load's `--rate`).
-    Rate,
-    /// The load dimension of a trace: load's `--time-scale`.
-    TimeScale,
-}
-
-impl Knob {
-    const NAMES: [(&'static str, Knob); 6] = [
-        ("max-running", Knob::MaxRunning),
-        ("pool", Knob::Pool),
-        ("chunk", Knob::Chunk),
-        ("concurrency", Knob::Concurrency),
-        ("rate", Knob::Rate),
-        ("time-scale", Knob::TimeScale),
-    ];
-
-    pub fn name(self) -> &'static str {
-        Knob::NAMES
-            .iter()
-            .find(|(_, k)| *k == self)
-            .map_or("?", |(n, _)| n)
-    }
-}
 
 /// One `--vary KNOB=A,B,…`.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,17 +23,12 @@ pub fn parse_vary(s: &str) -> anyhow::Result<Vary> {
     let (name, list) = s.split_once('=').ok_or_else(|| {
         anyhow::anyhow!("--vary `{s}`: expected KNOB=A,B,… e.g. max-running=8,16,64")
     })?;
-    let knob = Knob::NAMES
-        .iter()
-        .find(|(n, _)| *n == name.trim())
-        .map(|(_, k)| *k)
-        .ok_or_else(|| {
-            let names: Vec<&str> = Knob::NAMES.iter().map(|(n, _)| *n).collect();
-            anyhow::anyhow!(
-                "--vary `{s}`: unknown knob `{name}`; one of {}",
-                names.join(", ")
-            )
-        })?;
+    let knob = Knob::from_name(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--vary `{s}`: unknown knob `{name}`; one of {}",
+            Knob::names()
+        )
+    })?;
     let values: Vec<String> = list
         .split(',')
         .map(|v| v.trim().to_string())
@@ -76,19 +37,8 @@ pub fn parse_vary(s: &str) -> anyhow::Result<Vary> {
     if values.is_empty() {
         anyhow::bail!("--vary `{s}`: give at least one value");
     }
-    for v in &values {
-        let ok = match knob {
-            Knob::MaxRunning | Knob::Pool | Knob::Chunk => {
-                crate::lengths::parse_count(v).is_ok_and(|n| n > 0)
-            }
-            Knob::Concurrency => v.parse::<u32>().is_ok_and(|n| n > 0),
-            Knob::Rate | Knob::TimeScale => {
-                v.parse::<f64>().is_ok_and(|x| x.is_finite() && x > 0.0)
-            }
-        };
-        if !ok {
-            anyhow::bail!("--vary {}: `{v}` is not a positive number", knob.name());
-        }
+    if let Some(v) = values.iter().find(|v| knob.value(v).is_none()) {
+        anyhow::bail!("--vary {}: `{v}` is not a positive number", knob.name());
     }
     Ok(Vary { knob, values })
 }
@@ -101,16 +51,10 @@ pub struct Config {
 
 impl Config {
     /// The record's tag: each knob's value, e.g. `{"max_running": 2}`.
-    pub fn tag(&self) -> std::collections::BTreeMap<String, f64> {
+    pub fn tag(&self) -> crate::load::knob::Tag {
         self.settings
             .iter()
-            .filter_map(|(k, v)| {
-                let x = match k {
-                    Knob::TimeScale => v.parse::<f64>().ok()?,
-                    _ => crate::lengths::parse_count(v).ok()? as f64,
-                };
-                Some((k.name().replace('-', "_"), x))
-            })
+            .filter_map(|(k, v)| Some((k.tag_key(), k.value(v)?)))
             .collect()
     }
 
@@ -158,7 +102,7 @@ pub fn configs(varies: &[Vary]) -> Vec<Config> {
         settings: Vec::new(),
     }];
     for v in varies {
-        if matches!(v.knob, Knob::Concurrency | Knob::Rate) {
+        if !v.knob.is_tagged() {
             continue;
         }
         out = out
@@ -232,7 +176,7 @@ pub fn configured(twin: Twin, settings: &[String]) -> anyhow::Result<Twin> {
     for s in settings {
         let v = parse_vary(&s.replace('_', "-"))
             .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace("--vary", "--config")))?;
-        if !matches!(v.knob, Knob::MaxRunning | Knob::Pool | Knob::Chunk) || v.values.len() != 1 {
+        if !v.knob.is_engine() || v.values.len() != 1 {
             anyhow::bail!(
                 "--config `{s}`: give one engine knob and one value (max-running, pool or chunk)"
             );
