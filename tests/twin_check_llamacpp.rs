@@ -156,6 +156,7 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         None,
     )
     .unwrap();
+    println!("in-sample, the calibration's own cells:\n{}", render(&own));
     let in_sample: Vec<(Figure, f64)> = own
         .per_figure()
         .iter()
@@ -253,14 +254,14 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
             f.figure.name(),
             h * 100.0,
             width * 100.0,
-            if held {
-                "held".to_string()
-            } else {
-                format!(
-                    "not held (in-sample |error| {:.1} % > {:.0} %)",
+            match (held, h <= width) {
+                (true, true) => "met".to_string(),
+                (true, false) => "NOT met".to_string(),
+                (false, _) => format!(
+                    "not asked (in-sample |error| {:.1} % > {:.0} %)",
                     own * 100.0,
                     error * 100.0
-                )
+                ),
             }
         );
         if held && h > width {

@@ -269,3 +269,94 @@ fn whatif_writes_every_configuration_tagged_into_one_file() {
     let err = String::from_utf8_lossy(&none.stderr);
     assert!(err.contains("no cells of --config max-running=3"), "{err}");
 }
+
+/// A twin of llama-server `-np 2` on one CPU thread (1k prompt ≈ 150 ms, 0.7 ms decode
+/// step), whose profile states an uncertainty (none of its own: no replicates, no spread),
+/// so the bands look over the jittered schedules alone.
+fn two_slots() -> Twin {
+    let cfg = EngineConfig {
+        cost: StepCost {
+            model: CostModel {
+                t0: 0.005,
+                p0: 7_000.0,
+                q: 0.0,
+                d0: 0.0003,
+                d1: 4.0e-7,
+            },
+            overhead: 0.0,
+            d2: 0.00035,
+            interference: 0.05,
+            spec_draft: Default::default(),
+        },
+        max_batch_tokens: 2048,
+        budget: ctxbench::sim::TokenBudget::All,
+        max_running: 2,
+        spec: 1,
+        new_token_ratio: 1.0,
+        page_tokens: 1,
+        pool_tokens: 16_384,
+        cache: false,
+    };
+    let mut p = profile_of(&cfg, 8192);
+    let spread = ctxbench::twin::profile::Spread {
+        ttft_p50: 0.0,
+        ttft_p99: 0.0,
+        tpot_p50: 0.0,
+        output_tps: 0.0,
+        goodput_rps: 0.0,
+        source: "none".into(),
+    };
+    p.uncertainty = Some(ctxbench::twin::profile::Uncertainty {
+        replicates: Vec::new(),
+        spread,
+        run: None,
+    });
+    Twin::new(p, "two-slots".into())
+}
+
+/// Issue 35 §1, bands that cover: llama-server relaunched with 2 slots for 4 clients
+/// decoded its pairs in lockstep in two runs (TPOT p50 1.9 and 2.1 ms) and staggered behind
+/// each other's prefill in the third (6.2 ms), and the twin's one schedule predicted 6.4 ms
+/// inside a band of [4.9, 8.4] ms. Its schedule starts an idle engine on the first arrival
+/// alone; a real engine woken by one request takes those that reached it meanwhile. The
+/// band now looks over jittered schedules too, and spans both paths.
+#[test]
+fn a_band_spans_the_schedules_a_cell_can_take() {
+    let flags = "--lengths 1k --concurrency 4 --requests 8 --output-tokens 32";
+    let args = load_args(&flags.split(' ').collect::<Vec<_>>());
+    let twin = two_slots();
+    let tpot = |schedule: Option<u64>| {
+        let mut t = twin.clone();
+        t.schedule = schedule;
+        let r = execute(&t, &args).unwrap();
+        r.cells[0].tpot_s.as_ref().unwrap().p50
+    };
+    // The twin's own schedule staggers the pairs: each decode waits out the other's
+    // prefill once (≈ 150 ms over 31 gaps); jittered, most pairs run in lockstep.
+    let own = tpot(None);
+    let lockstep = (1..=8).map(|s| tpot(Some(s))).fold(f64::INFINITY, f64::min);
+    assert!(own > 0.006 && lockstep < 0.0025, "{own} {lockstep}");
+    let mut r = execute(&twin, &args).unwrap();
+    ctxbench::twin::band::bands(&twin, &mut r, &[], |t| execute(t, &args)).unwrap();
+    let band = r.cells[0].band.as_ref().unwrap();
+    let [lo, hi] = band.tpot_s.as_ref().unwrap().p50;
+    assert!(
+        lo <= lockstep && own <= hi,
+        "[{lo}, {hi}] against {lockstep} and {own}"
+    );
+    // A profile that states the engine exactly looks over no other schedule: its band (the
+    // predicted requests' own luck alone) misses the lockstep path.
+    let mut exact = twin.clone();
+    exact.profile.uncertainty = None;
+    let mut r = execute(&exact, &args).unwrap();
+    ctxbench::twin::band::bands(&exact, &mut r, &[], |t| execute(t, &args)).unwrap();
+    let [lo, _] = r.cells[0]
+        .band
+        .as_ref()
+        .unwrap()
+        .tpot_s
+        .as_ref()
+        .unwrap()
+        .p50;
+    assert!(lo > 2.0 * lockstep, "{lo} against {lockstep}");
+}

@@ -6,8 +6,9 @@
 //!
 //! The rules the real-time driver follows, and so this one: a request arriving during a
 //! step joins at the next step's start (`Scheduler::admit` admits none that arrived after
-//! a step began); an idle engine starts its next step on the next arrival; the next step
-//! starts at the previous one's end however long planning took.
+//! a step began); an idle engine starts its next step on the next arrival (or
+//! `StepHooks::wake_s` after it); the next step starts at the previous one's end however
+//! long planning took.
 
 use super::scheduler::{
     Emission, EngineConfig, EngineRecord, NewRequest, Scheduler, SeriesPoint, Step,
@@ -42,6 +43,11 @@ pub trait StepHooks {
     fn before_step(&mut self, _i: usize, _sched: &mut Scheduler) {}
     /// Step `i` as planned, before it is applied, with the engine as it planned it.
     fn on_step(&mut self, _i: usize, _step: &Step, _sched: &Scheduler) {}
+    /// How long after the first arrival an idle engine starts its step (every arrival
+    /// until then joins it); none by default.
+    fn wake_s(&mut self) -> f64 {
+        0.0
+    }
 }
 
 /// No hooks.
@@ -70,7 +76,10 @@ pub fn drive(
             submit(sched, clients);
         }
         hooks.before_step(steps, sched);
-        let start = sched.next_start(last_end);
+        let mut start = sched.next_start(last_end);
+        if sched.running() == 0 {
+            start += hooks.wake_s();
+        }
         while clients.next_arrival_s().is_some_and(|t| t <= start) {
             submit(sched, clients);
         }

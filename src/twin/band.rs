@@ -26,6 +26,14 @@
 //! Where the prediction leans on a term the calibration did not identify (`envelope.rs`
 //! says which), the band is also stretched over the predictions at that term's interval
 //! ends, each ± the same spread, so that it still covers.
+//!
+//! And over [`SCHEDULES`] other schedules of the same clients: the twin puts each request
+//! at the next step's start, where a real server's request handling (parsing, tokenizing,
+//! the hand-off to its engine loop) lands it anywhere in a step, so each request is
+//! jittered by up to one batch-1 decode step (`Twin::schedule`). Most cells move by a per
+//! cent or two; some take another path — llama-server at 2 slots and 4 clients decodes its
+//! pairs in lockstep (TPOT p50 2 ms) or staggered behind each other's prefill (6 ms),
+//! run to run — and the band then spans both.
 
 use super::engine::Twin;
 use super::envelope::Unknown;
@@ -38,8 +46,11 @@ use crate::sim::scheduler::EngineConfig;
 /// z of a two-sided 90 % interval.
 pub const Z90: f64 = 1.645;
 
+/// Jittered schedules a band spans beside the twin's own.
+pub const SCHEDULES: u64 = 8;
+
 /// The engine of `engine` with the step model's coefficients `c` (limits unchanged: a
-/// what-if's knobs stay as set).
+/// what-if's knobs stay as set; the interference where `c` carries one).
 pub fn apply(engine: &EngineConfig, c: &Coefficients) -> EngineConfig {
     let mut e = engine.clone();
     let m = &mut e.cost.model;
@@ -49,6 +60,9 @@ pub fn apply(engine: &EngineConfig, c: &Coefficients) -> EngineConfig {
     m.d0 = c.d0_s;
     m.d1 = c.d1_s_per_token;
     e.cost.d2 = c.d2_s_per_request;
+    if let Some(x) = c.interference {
+        e.cost.interference = x;
+    }
     e
 }
 
@@ -164,11 +178,18 @@ pub fn bands(
         .iter()
         .map(rerun)
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let extremes = unknown
+    let mut extremes = unknown
         .iter()
         .flat_map(|k| k.alternatives.iter())
         .map(rerun)
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if twin.profile.uncertainty.is_some() {
+        for seed in 1..=SCHEDULES {
+            let mut t = twin.clone();
+            t.schedule = Some(seed);
+            extremes.push(predict(&t)?);
+        }
+    }
     for c in &mut point.cells {
         let find = |r: &LoadResult| r.cells.iter().find(|x| x.cell.same(&c.cell)).cloned();
         let reps: Vec<CellRecord> = replicates.iter().filter_map(find).collect();

@@ -1,6 +1,7 @@
 //! What a prediction's band rests on, measured from the calibration itself: the step model
 //! refitted on resamples of its repetitions (each sweep length's repetitions, each cell's
-//! requests, drawn with replacement: the coefficients' uncertainty), and the host's
+//! requests, the mixed steps, drawn with replacement: the coefficients' uncertainty, the
+//! interference's included), and the host's
 //! run-to-run spread (the sweep repetitions' scatter). A run's own spread at the predicted
 //! cell's size is measured beside the in-sample check (`runspread.rs`, via `insample.rs`).
 //! Seeded: one calibration gives one profile.
@@ -38,7 +39,8 @@ fn pick<T: Clone>(v: &[T], rng: &mut ChaCha8Rng) -> Vec<T> {
 }
 
 /// The calibration's records drawn again with replacement: per sweep length its
-/// repetitions, per cell its requests.
+/// repetitions, per cell its requests, and the mixed steps and the prompts sent alone
+/// beside them.
 fn resample(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Inputs {
     let mut r = inputs.clone();
     for p in &mut r.sweep {
@@ -55,6 +57,8 @@ fn resample(inputs: &Inputs, rng: &mut ChaCha8Rng) -> Inputs {
             _ => c.with_requests(pick(&c.per_request, rng)),
         })
         .collect();
+    r.mixed = pick(&inputs.mixed, rng);
+    r.alone = pick(&inputs.alone, rng);
     r
 }
 

@@ -8,6 +8,8 @@ use crate::record::load::{
 };
 use crate::sim::scheduler::{EngineConfig, Scheduler, Step};
 use crate::sim::virtual_time::{StepHooks, drive};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// Virtual seconds between two readings of the engine's queue (as `load` scrapes).
 const SCRAPE_S: f64 = 1.0;
@@ -31,9 +33,17 @@ struct Scraper {
     scrapes: Vec<ServerMetricsRecord>,
     running_max: usize,
     decoding_max: u64,
+    /// A jittered schedule's idle-engine wake-up: up to this long after the first arrival.
+    wake: Option<(ChaCha8Rng, f64)>,
 }
 
 impl StepHooks for Scraper {
+    fn wake_s(&mut self) -> f64 {
+        self.wake
+            .as_mut()
+            .map_or(0.0, |(rng, max_s)| rng.random_range(0.0..=1.0) * *max_s)
+    }
+
     fn on_step(&mut self, _i: usize, step: &Step, sched: &Scheduler) {
         self.running_max = self.running_max.max(step.running);
         self.decoding_max = self.decoding_max.max(step.decoding);
@@ -61,7 +71,11 @@ impl StepHooks for Scraper {
 }
 
 /// Predict one cell on a fresh engine. `deadline_s`: load's `--timeout`; a request the
-/// engine would finish later is recorded as timed out.
+/// engine would finish later is recorded as timed out. `schedule`: the twin's
+/// (`Twin::schedule`): the arrivals and an idle engine's wake-up each jittered by up to
+/// one batch-1 decode step — a real engine woken by one request takes every request that
+/// reached it meanwhile (vLLM's takes its whole input queue), where the twin's own
+/// schedule starts on the first alone.
 pub fn run(
     config: &EngineConfig,
     key: CellKey,
@@ -69,15 +83,21 @@ pub fn run(
     prompts: impl Prompts,
     seed: u64,
     deadline_s: f64,
+    schedule: Option<u64>,
 ) -> Predicted {
     let mut sched = Scheduler::new(config.clone());
     let mut clients = CellClients::new(pace, prompts, seed);
+    let step_s = config.cost.overhead + config.cost.decode_s(1, key.context_tokens);
+    if let Some(s) = schedule {
+        clients = clients.jittered(s, step_s);
+    }
     let mut scraper = Scraper {
         key,
         next_s: 0.0,
         scrapes: Vec::new(),
         running_max: 0,
         decoding_max: 0,
+        wake: schedule.map(|s| (ChaCha8Rng::seed_from_u64(!s), step_s)),
     };
     let ended = drive(&mut sched, &mut clients, &mut scraper);
     let requests = clients

@@ -6,6 +6,8 @@ use crate::run::Budget;
 use crate::run::arrivals::Arrivals;
 use crate::sim::scheduler::{Emission, NewRequest, OutputKind};
 use crate::sim::virtual_time::Clients;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -69,6 +71,15 @@ pub struct CellClients<P> {
     prompts: P,
     seed: u64,
     outcomes: Vec<Outcome>,
+    /// Each request reaches the engine a random part of this long after it is sent
+    /// (`jittered`); none by default.
+    jitter: Option<(ChaCha8Rng, f64)>,
+}
+
+/// Where `t` goes in `q` (earliest first), after any equal.
+fn insert_sorted(q: &mut VecDeque<f64>, t: f64) {
+    let at = q.partition_point(|x| *x <= t);
+    q.insert(at, t);
 }
 
 impl<P: Prompts> CellClients<P> {
@@ -92,7 +103,33 @@ impl<P: Prompts> CellClients<P> {
             prompts,
             seed,
             outcomes: Vec::new(),
+            jitter: None,
         }
+    }
+
+    /// Each request reaching the engine up to `max_s` later than sent, uniformly, drawn
+    /// from `seed`: one of the schedules a real server's request handling (parsing,
+    /// tokenizing, the hand-off to its engine loop) could give the same clients, where
+    /// the twin's own puts every request at the next step's start.
+    pub fn jittered(mut self, seed: u64, max_s: f64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let max_s = max_s.max(0.0);
+        let mut late = |t: f64| t + rng.random_range(0.0..=1.0) * max_s;
+        match &mut self.state {
+            State::Closed { free, .. } => {
+                let mut v: Vec<f64> = free.iter().map(|t| late(*t)).collect();
+                v.sort_by(f64::total_cmp);
+                *free = v.into();
+            }
+            State::Open { at_s, .. } => {
+                for t in at_s.iter_mut() {
+                    *t = late(*t);
+                }
+                at_s.sort_by(f64::total_cmp);
+            }
+        }
+        self.jitter = Some((rng, max_s));
+        self
     }
 
     /// Every request sent, in send order.
@@ -123,12 +160,16 @@ impl<P: Prompts> CellClients<P> {
     }
 
     fn release(&mut self, at_s: f64) {
-        let t = at_s + CLIENT_GAP_S;
+        let late = self
+            .jitter
+            .as_mut()
+            .map_or(0.0, |(rng, max_s)| rng.random_range(0.0..=1.0) * *max_s);
+        let t = at_s + CLIENT_GAP_S + late;
         match &mut self.state {
-            State::Closed { free, .. } => free.push_back(t),
+            State::Closed { free, .. } => insert_sorted(free, t),
             State::Open {
                 permits: Some(p), ..
-            } => p.push_back(t),
+            } => insert_sorted(p, t),
             State::Open { permits: None, .. } => {}
         }
     }
@@ -269,6 +310,47 @@ mod tests {
             assert!((t - w as f64 * CLIENT_GAP_S).abs() < 1e-15, "{at:?}");
         }
         assert_eq!(c.next_arrival_s(), None, "all four are out");
+    }
+
+    /// Every request's send time, through an engine of 2 ms steps.
+    fn sends(pace: Pace, jitter: Option<u64>) -> Vec<f64> {
+        use crate::sim::scheduler::Scheduler;
+        let cfg = crate::twin::known::test_engine();
+        let mut c = CellClients::new(pace, fresh(1), 0);
+        if let Some(seed) = jitter {
+            c = c.jittered(seed, 0.002);
+        }
+        let mut sched = Scheduler::new(cfg);
+        crate::sim::virtual_time::drive(&mut sched, &mut c, &mut crate::sim::virtual_time::NoHooks);
+        c.into_outcomes().iter().map(|o| o.sent_s).collect()
+    }
+
+    #[test]
+    fn jittered_clients_arrive_up_to_the_jitter_later_in_order_and_as_seeded() {
+        let open = || Pace::Open {
+            at_s: (0..32).map(|i| f64::from(i) * 0.003).collect(),
+            cap: None,
+        };
+        let plain = sends(open(), None);
+        let late = sends(open(), Some(7));
+        assert_eq!(late.len(), plain.len());
+        assert!(late.windows(2).all(|w| w[0] <= w[1]), "in order: {late:?}");
+        // Each send time (in order) is its plain one's, up to the jitter later.
+        for (l, p) in late.iter().zip(&plain) {
+            assert!(*l >= *p && *l <= p + 0.002, "{l} against {p}");
+        }
+        assert!(late.iter().zip(&plain).filter(|(l, p)| l > p).count() > 16);
+        let closed = || Pace::Closed {
+            workers: 3,
+            budget: Budget::Requests(24),
+        };
+        let plain = sends(closed(), None);
+        let late = sends(closed(), Some(7));
+        assert_eq!(late.len(), 24);
+        assert!(late.windows(2).all(|w| w[0] <= w[1]), "in order: {late:?}");
+        assert_ne!(late, plain);
+        assert_eq!(sends(closed(), Some(7)), late, "one seed, one schedule");
+        assert_ne!(sends(closed(), Some(8)), late);
     }
 
     #[test]

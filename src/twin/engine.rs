@@ -12,6 +12,10 @@ pub struct Twin {
     /// As given on the command line, for the records.
     pub path: String,
     pub engine: EngineConfig,
+    /// `None`: requests reach the engine as their clients send them. `Some(seed)`: each
+    /// up to one batch-1 decode step later, drawn from `seed` (`CellClients::jittered`):
+    /// one of the schedules the bands look over (`band.rs`).
+    pub schedule: Option<u64>,
 }
 
 impl Twin {
@@ -26,6 +30,7 @@ impl Twin {
             profile,
             path,
             engine,
+            schedule: None,
         }
     }
 

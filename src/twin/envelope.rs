@@ -29,7 +29,30 @@ fn base(twin: &Twin) -> Coefficients {
         d0_s: c.model.d0,
         d1_s_per_token: c.model.d1,
         d2_s_per_request: c.d2,
+        interference: Some(c.interference),
     }
+}
+
+/// Per decoding request, the interference published engines measure at most (Vidur,
+/// SplitwiseSim and AIConfigurator put a prefill beside a few decodes near 10 % dearer:
+/// 2–5 % per decoder): the far end of an interference nothing measured.
+const INTERFERENCE_PRIOR_HIGH: f64 = 0.05;
+
+/// The interference's plausible range: its interval's ends (never below zero) and none at
+/// all; with no interval (nothing measured), none to [`INTERFERENCE_PRIOR_HIGH`].
+fn interference_alternatives(twin: &Twin) -> Vec<Coefficients> {
+    let b = base(twin);
+    let mut xs = ends(&twin.profile.step.interference);
+    if xs.is_empty() {
+        xs.push(INTERFERENCE_PRIOR_HIGH);
+    }
+    xs.push(0.0);
+    xs.into_iter()
+        .map(|x| Coefficients {
+            interference: Some(x),
+            ..b
+        })
+        .collect()
 }
 
 /// `e`'s interval ends (never below zero), or none.
@@ -83,10 +106,10 @@ pub fn unknowns(twin: &Twin, r: &LoadResult) -> Vec<Unknown> {
         out.push(Unknown {
             term,
             warning: format!("{term} is not identified: {why}"),
-            alternatives: if term == "d2" {
-                batch_alternatives(twin)
-            } else {
-                Vec::new()
+            alternatives: match term {
+                "d2" => batch_alternatives(twin),
+                "interference" => interference_alternatives(twin),
+                _ => Vec::new(),
             },
         });
     }
@@ -137,4 +160,39 @@ pub fn unknowns(twin: &Twin, r: &LoadResult) -> Vec<Unknown> {
 /// The warnings' lines (without the `warning: ` prefix).
 pub fn warnings(twin: &Twin, r: &LoadResult) -> Vec<String> {
     unknowns(twin, r).into_iter().map(|u| u.warning).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn twin(interference: Estimate) -> Twin {
+        let mut cfg = super::super::known::test_engine();
+        cfg.cost.interference = interference.value;
+        let mut p = super::super::known::profile_of(&cfg, 8192);
+        p.step.interference = interference;
+        Twin::new(p, "mem".into())
+    }
+
+    fn xs(t: &Twin) -> Vec<Option<f64>> {
+        interference_alternatives(t)
+            .iter()
+            .map(|c| c.interference)
+            .collect()
+    }
+
+    #[test]
+    fn an_unidentified_interference_stretches_the_band_over_its_range() {
+        // Measured but too scattered: its interval's ends (none below zero) and none.
+        let wide = Estimate::new(0.23, Some([-0.54, 1.0]), "mixed").unidentified("wide");
+        assert_eq!(xs(&twin(wide)), [Some(0.0), Some(1.0), Some(0.0)]);
+        // Nothing measured: none to the published engines' high end.
+        let none = Estimate::new(0.0, None, "not measured").unidentified("none");
+        assert_eq!(xs(&twin(none)), [Some(INTERFERENCE_PRIOR_HIGH), Some(0.0)]);
+        // The other coefficients stay the twin's own.
+        let t = twin(Estimate::new(0.0, None, "x").unidentified("none"));
+        let alt = interference_alternatives(&t)[0];
+        assert_eq!(alt.d2_s_per_request, 0.001);
+        assert_eq!(alt.p0_tps, 10_000.0);
+    }
 }

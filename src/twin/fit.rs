@@ -174,15 +174,22 @@ pub fn coefficients(inputs: &Inputs) -> Option<Coefficients> {
     let (ttft, step, pts) = laws(inputs).ok()?;
     let (t0, p0, q) = prefill_terms(&ttft, &pts, "")?;
     let (d0, d1, d2, _, _) = decode(&step, &inputs.cells);
-    let c = Coefficients {
+    let mut c = values([&t0, &p0, &q, &d0, &d1, &d2]);
+    c.interference = fit_mixed::refit(&inputs.mixed, &inputs.alone, &c);
+    c.usable().then_some(c)
+}
+
+/// The fitted estimates' values as coefficients (t0, p0, q, d0, d1, d2), no interference.
+fn values([t0, p0, q, d0, d1, d2]: [&Estimate; 6]) -> Coefficients {
+    Coefficients {
         t0_s: t0.value,
         p0_tps: p0.value,
         q_s_per_token2: q.value,
         d0_s: d0.value,
         d1_s_per_token: d1.value,
         d2_s_per_request: d2.value,
-    };
-    c.usable().then_some(c)
+        interference: None,
+    }
 }
 
 /// Fit a profile from gathered records; errors say what is missing or could not be fitted.
@@ -199,14 +206,7 @@ pub fn fit(inputs: &Inputs) -> anyhow::Result<Profile> {
         )
     })?;
     let (d0, d1, d2, overhead, decode_quality) = decode(&step, &inputs.cells);
-    let base = fit_mixed::Base {
-        t0: t0.value,
-        p0: p0.value,
-        q: q.value,
-        d0: d0.value,
-        d1: d1.value,
-        d2: d2.value,
-    };
+    let base = values([&t0, &p0, &q, &d0, &d1, &d2]);
     let (interference, mixed_quality) =
         fit_mixed::interference(&inputs.mixed, &inputs.alone, &base);
     let mut caveats = limits::caveats(&info, &limits);

@@ -7,7 +7,7 @@
 //! each (k, prompt) group. Pure: no I/O.
 
 use super::mixed::{AloneStep, MixedStep};
-use super::profile::Estimate;
+use super::profile::{Coefficients, Estimate};
 use crate::sim::CostModel;
 use crate::sim::stepcost::{SpecDraftCost, StepCost};
 use crate::stats::median;
@@ -20,31 +20,21 @@ pub const IDENTIFIED_HALF_WIDTH: f64 = 0.05;
 /// z for a two-sided 95 % interval.
 const Z95: f64 = 1.96;
 
-/// The fitted coefficients the interference is measured against.
-pub struct Base {
-    pub t0: f64,
-    pub p0: f64,
-    pub q: f64,
-    pub d0: f64,
-    pub d1: f64,
-    pub d2: f64,
-}
-
-impl Base {
-    fn cost(&self) -> StepCost {
-        StepCost {
-            model: CostModel {
-                t0: self.t0,
-                p0: self.p0,
-                q: self.q,
-                d0: self.d0,
-                d1: self.d1,
-            },
-            overhead: 0.0,
-            d2: self.d2,
-            interference: 0.0,
-            spec_draft: SpecDraftCost::NONE,
-        }
+/// The step cost of the fitted coefficients `c`, without interference: what a mixed step
+/// would cost were there none.
+fn cost(c: &Coefficients) -> StepCost {
+    StepCost {
+        model: CostModel {
+            t0: c.t0_s,
+            p0: c.p0_tps,
+            q: c.q_s_per_token2,
+            d0: c.d0_s,
+            d1: c.d1_s_per_token,
+        },
+        overhead: 0.0,
+        d2: c.d2_s_per_request,
+        interference: 0.0,
+        spec_draft: SpecDraftCost::NONE,
     }
 }
 
@@ -70,8 +60,8 @@ fn bucket(n: u64) -> i64 {
 /// One mixed step's (y, step, prompt tokens).
 type Triple = (f64, f64, f64);
 
-fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Base) -> Vec<Group> {
-    let cost = base.cost();
+fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Coefficients) -> Vec<Group> {
+    let cost = cost(base);
     let alone = |n: u64| {
         let ttfts: Vec<f64> = measured
             .iter()
@@ -123,7 +113,11 @@ fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Base) -> Vec<Group
 
 /// The interference, with its interval and what the fit saw; unidentified where no mixed
 /// step was measured or the interval is wider than [`IDENTIFIED_HALF_WIDTH`].
-pub fn interference(steps: &[MixedStep], alone: &[AloneStep], base: &Base) -> (Estimate, Value) {
+pub fn interference(
+    steps: &[MixedStep],
+    alone: &[AloneStep],
+    base: &Coefficients,
+) -> (Estimate, Value) {
     let gs = groups(steps, alone, base);
     let sxx: f64 = gs.iter().map(|g| g.x * g.x).sum();
     if gs.is_empty() || sxx <= 0.0 {
@@ -139,7 +133,7 @@ pub fn interference(steps: &[MixedStep], alone: &[AloneStep], base: &Base) -> (E
         );
         return (e, Value::Null);
     }
-    let slope = gs.iter().map(|g| g.x * g.y).sum::<f64>() / sxx;
+    let slope = slope(&gs, sxx);
     // Two sources of uncertainty: each group median's own spread, and (with more groups
     // than one) the scatter of the groups about the line, Student-t on n − 1.
     let var_medians: f64 = gs.iter().map(|g| (g.x * g.y_sigma).powi(2)).sum::<f64>() / sxx.powi(2);
@@ -182,23 +176,37 @@ pub fn interference(steps: &[MixedStep], alone: &[AloneStep], base: &Base) -> (E
     (e, json!({"groups": gs, "slope": slope}))
 }
 
+fn slope(gs: &[Group], sxx: f64) -> f64 {
+    gs.iter().map(|g| g.x * g.y).sum::<f64>() / sxx
+}
+
+/// The interference alone (a bootstrap replicate's, on its resampled steps and its own
+/// coefficients), never below zero; `None` where no mixed step was measured.
+pub fn refit(steps: &[MixedStep], alone: &[AloneStep], base: &Coefficients) -> Option<f64> {
+    let gs = groups(steps, alone, base);
+    let sxx: f64 = gs.iter().map(|g| g.x * g.x).sum();
+    let x = slope(&gs, sxx);
+    (sxx > 0.0 && x.is_finite()).then(|| x.max(0.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const BASE: Base = Base {
-        t0: 0.02,
-        p0: 10_000.0,
-        q: 0.0,
-        d0: 0.001,
-        d1: 1e-7,
-        d2: 0.0005,
+    const BASE: Coefficients = Coefficients {
+        t0_s: 0.02,
+        p0_tps: 10_000.0,
+        q_s_per_token2: 0.0,
+        d0_s: 0.001,
+        d1_s_per_token: 1e-7,
+        d2_s_per_request: 0.0005,
+        interference: None,
     };
 
     fn step(k: u32, prompt: u64, x: f64, noise: f64) -> MixedStep {
         let ctx = u64::from(k) * 200;
-        let cost = BASE.cost();
-        let alone = BASE.t0 + cost.chunk_s(0, prompt);
+        let cost = cost(&BASE);
+        let alone = BASE.t0_s + cost.chunk_s(0, prompt);
         MixedStep {
             decoding: k,
             prompt_tokens: prompt,
@@ -235,5 +243,23 @@ mod tests {
         let why = e.unidentified.as_deref().expect("unidentified");
         assert!(why.contains("wider than"), "{why}");
         assert!(e.value.is_finite() && e.ci95.is_some());
+    }
+
+    #[test]
+    fn a_replicate_refits_the_interference_on_its_own_coefficients() {
+        let steps: Vec<MixedStep> = [(1, 512), (3, 1024)]
+            .into_iter()
+            .map(|(k, p)| step(k, p, 0.04, 0.0))
+            .collect();
+        let x = refit(&steps, &[], &BASE).expect("measured");
+        assert!((x - 0.04).abs() < 1e-9, "{x}");
+        assert_eq!(refit(&[], &[], &BASE), None);
+        // A replicate whose prefill law is dearer sees less left for the interference, and
+        // a slope below zero is none.
+        let dearer = Coefficients {
+            p0_tps: 5_000.0,
+            ..BASE
+        };
+        assert_eq!(refit(&steps, &[], &dearer), Some(0.0));
     }
 }

@@ -44,6 +44,35 @@ pub fn profile_of(config: &EngineConfig, context_tokens: u64) -> Profile {
     }
 }
 
+/// A small engine for unit tests: prefill 20 ms + 10k tokens/s, decode 5 ms + 1 ms per
+/// request beside the first, 4 slots, a 2048-token budget.
+#[cfg(test)]
+pub(crate) fn test_engine() -> EngineConfig {
+    EngineConfig {
+        cost: crate::sim::stepcost::StepCost {
+            model: crate::sim::CostModel {
+                t0: 0.02,
+                p0: 10_000.0,
+                q: 0.0,
+                d0: 0.005,
+                d1: 1e-8,
+            },
+            overhead: 0.0,
+            d2: 0.001,
+            interference: 0.0,
+            spec_draft: Default::default(),
+        },
+        max_batch_tokens: 2048,
+        budget: crate::sim::TokenBudget::All,
+        max_running: 4,
+        spec: 1,
+        new_token_ratio: 1.0,
+        page_tokens: 16,
+        pool_tokens: 100_000,
+        cache: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,6 +110,7 @@ mod tests {
         d0_s: 0.001,
         d1_s_per_token: 0.0,
         d2_s_per_request: 0.001,
+        interference: None,
     };
 
     #[test]

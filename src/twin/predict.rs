@@ -146,6 +146,7 @@ fn run_cell(twin: &Twin, plan: &LoadPlan, cell: &PlannedCell, timeout_s: f64) ->
         prompts,
         plan.seed,
         timeout_s,
+        twin.schedule,
     )
 }
 

@@ -64,7 +64,15 @@ pub fn execute(twin: &Twin, args: &LoadArgs) -> anyhow::Result<LoadResult> {
         blocks: &blocks,
         requests: &requests,
     };
-    let mut p = cell::run(&twin.engine, key, pace, prompts, args.seed, args.timeout);
+    let mut p = cell::run(
+        &twin.engine,
+        key,
+        pace,
+        prompts,
+        args.seed,
+        args.timeout,
+        twin.schedule,
+    );
     let t0_ms = requests[0].timestamp_ms;
     for r in &mut p.requests {
         let i = r.index as usize;

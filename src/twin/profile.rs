@@ -71,6 +71,10 @@ pub struct Coefficients {
     pub d0_s: f64,
     pub d1_s_per_token: f64,
     pub d2_s_per_request: f64,
+    /// The interference refitted on the replicate's resampled mixed steps; absent where
+    /// none was measured (the profile's value stands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<f64>,
 }
 
 impl Coefficients {
@@ -89,6 +93,7 @@ impl Coefficients {
     pub fn usable(&self) -> bool {
         self.named()
             .iter()
+            .chain(self.interference.map(|x| ("interference", x)).iter())
             .all(|(n, v)| v.is_finite() && if *n == "p0_tps" { *v > 0.0 } else { *v >= 0.0 })
     }
 }
@@ -297,7 +302,11 @@ impl Profile {
         }
         if let Some(u) = &self.uncertainty {
             for (i, r) in u.replicates.iter().enumerate() {
-                for (n, v) in r.named() {
+                for (n, v) in r
+                    .named()
+                    .into_iter()
+                    .chain(r.interference.map(|x| ("interference", x)))
+                {
                     if !v.is_finite() {
                         out.push(format!("bootstrap replicate {i}: {n} = {v}"));
                     }
