@@ -2,14 +2,12 @@
 //! request recorded as `load` records it, and the engine's queue read once a second as a
 //! `/metrics` scrape would have read it.
 
-use super::clients::{CellClients, Outcome, Pace, Prompts};
+use super::clients::{CellClients, Jitter, Outcome, Pace, Prompts};
 use crate::record::load::{
     CellKey, RequestFailure, RequestRecord, ServerMetricsRecord, ServerReading,
 };
 use crate::sim::scheduler::{EngineConfig, Scheduler, Step};
 use crate::sim::virtual_time::{StepHooks, drive};
-use rand::{RngExt, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 /// Virtual seconds between two readings of the engine's queue (as `load` scrapes).
 const SCRAPE_S: f64 = 1.0;
@@ -34,14 +32,12 @@ struct Scraper {
     running_max: usize,
     decoding_max: u64,
     /// A jittered schedule's idle-engine wake-up: up to this long after the first arrival.
-    wake: Option<(ChaCha8Rng, f64)>,
+    wake: Option<Jitter>,
 }
 
 impl StepHooks for Scraper {
     fn wake_s(&mut self) -> f64 {
-        self.wake
-            .as_mut()
-            .map_or(0.0, |(rng, max_s)| rng.random_range(0.0..=1.0) * *max_s)
+        self.wake.as_mut().map_or(0.0, Jitter::draw)
     }
 
     fn on_step(&mut self, _i: usize, step: &Step, sched: &Scheduler) {
@@ -97,7 +93,7 @@ pub fn run(
         scrapes: Vec::new(),
         running_max: 0,
         decoding_max: 0,
-        wake: schedule.map(|s| (ChaCha8Rng::seed_from_u64(!s), step_s)),
+        wake: schedule.map(|s| Jitter::new(!s, step_s)),
     };
     let ended = drive(&mut sched, &mut clients, &mut scraper);
     let requests = clients

@@ -71,9 +71,30 @@ pub struct CellClients<P> {
     prompts: P,
     seed: u64,
     outcomes: Vec<Outcome>,
-    /// Each request reaches the engine a random part of this long after it is sent
-    /// (`jittered`); none by default.
-    jitter: Option<(ChaCha8Rng, f64)>,
+    /// How late each request reaches the engine after it is sent (`jittered`); none by
+    /// default.
+    jitter: Option<Jitter>,
+}
+
+/// A seeded delay, uniform from none to `max_s`: where in a step a real server's request
+/// handling lands a request, or when an idle engine wakes (a jittered schedule).
+pub struct Jitter {
+    rng: ChaCha8Rng,
+    max_s: f64,
+}
+
+impl Jitter {
+    pub fn new(seed: u64, max_s: f64) -> Jitter {
+        Jitter {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            max_s: max_s.max(0.0),
+        }
+    }
+
+    /// The next delay, s.
+    pub fn draw(&mut self) -> f64 {
+        self.rng.random_range(0.0..=1.0) * self.max_s
+    }
 }
 
 /// Where `t` goes in `q` (earliest first), after any equal.
@@ -112,9 +133,8 @@ impl<P: Prompts> CellClients<P> {
     /// tokenizing, the hand-off to its engine loop) could give the same clients, where
     /// the twin's own puts every request at the next step's start.
     pub fn jittered(mut self, seed: u64, max_s: f64) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let max_s = max_s.max(0.0);
-        let mut late = |t: f64| t + rng.random_range(0.0..=1.0) * max_s;
+        let mut jitter = Jitter::new(seed, max_s);
+        let mut late = |t: f64| t + jitter.draw();
         match &mut self.state {
             State::Closed { free, .. } => {
                 let mut v: Vec<f64> = free.iter().map(|t| late(*t)).collect();
@@ -128,7 +148,7 @@ impl<P: Prompts> CellClients<P> {
                 at_s.sort_by(f64::total_cmp);
             }
         }
-        self.jitter = Some((rng, max_s));
+        self.jitter = Some(jitter);
         self
     }
 
@@ -160,10 +180,7 @@ impl<P: Prompts> CellClients<P> {
     }
 
     fn release(&mut self, at_s: f64) {
-        let late = self
-            .jitter
-            .as_mut()
-            .map_or(0.0, |(rng, max_s)| rng.random_range(0.0..=1.0) * *max_s);
+        let late = self.jitter.as_mut().map_or(0.0, Jitter::draw);
         let t = at_s + CLIENT_GAP_S + late;
         match &mut self.state {
             State::Closed { free, .. } => insert_sorted(free, t),
