@@ -8,6 +8,7 @@ use ctxbench::cli::{Cli, Command, LoadArgs};
 use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::EngineConfig;
 use ctxbench::sim::stepcost::StepCost;
+use ctxbench::twin::figures::{Figure, leans_on_schedule, schedule_warnings};
 use ctxbench::twin::known::profile_of;
 use ctxbench::twin::predict::{Twin, execute};
 use ctxbench::twin::whatif;
@@ -337,19 +338,34 @@ fn a_band_spans_the_schedules_a_cell_can_take() {
     let lockstep = (1..=8).map(|s| tpot(Some(s))).fold(f64::INFINITY, f64::min);
     assert!(own > 0.006 && lockstep < 0.0025, "{own} {lockstep}");
     let mut r = execute(&twin, &args).unwrap();
-    ctxbench::twin::band::bands(&twin, &mut r, &[], |t| execute(t, &args)).unwrap();
+    let moves = ctxbench::twin::band::bands(&twin, &mut r, &[], |t| execute(t, &args)).unwrap();
     let band = r.cells[0].band.as_ref().unwrap();
     let [lo, hi] = band.tpot_s.as_ref().unwrap().p50;
     assert!(
         lo <= lockstep && own <= hi,
         "[{lo}, {hi}] against {lockstep} and {own}"
     );
+    // The point cannot say which path a run takes: the TPOT leans on the schedule, and
+    // the prediction warns so (`twin check` then holds it to its band, not its bound).
+    let key = r.cells[0].cell;
+    let moved = moves.of(&key, ctxbench::twin::band::BandFigure::TpotP50);
+    assert!(
+        moved >= 1.0 - lockstep / own - 1e-9 && moved > 0.5,
+        "{moved} against {lockstep} / {own}"
+    );
+    assert!(leans_on_schedule(&moves, &key, Figure::TpotP50));
+    let warnings = schedule_warnings(&moves);
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("TPOT p50 by") && warnings[0].contains("c=4"),
+        "{warnings:?}"
+    );
     // A profile that states the engine exactly looks over no other schedule: its band (the
     // predicted requests' own luck alone) misses the lockstep path.
     let mut exact = twin.clone();
     exact.profile.uncertainty = None;
     let mut r = execute(&exact, &args).unwrap();
-    ctxbench::twin::band::bands(&exact, &mut r, &[], |t| execute(t, &args)).unwrap();
+    let moves = ctxbench::twin::band::bands(&exact, &mut r, &[], |t| execute(t, &args)).unwrap();
+    assert!(schedule_warnings(&moves).is_empty());
     let [lo, _] = r.cells[0]
         .band
         .as_ref()

@@ -33,14 +33,16 @@
 //! jittered by up to one batch-1 decode step (`Twin::schedule`). Most cells move by a per
 //! cent or two; some take another path — llama-server at 2 slots and 4 clients decodes its
 //! pairs in lockstep (TPOT p50 2 ms) or staggered behind each other's prefill (6 ms),
-//! run to run — and the band then spans both.
+//! run to run — and the band then spans both. How far each figure moves over them is
+//! returned ([`ScheduleMoves`]): a figure that moves beyond its bound leans on which path
+//! the server takes, which no calibration identifies.
 
 use super::engine::Twin;
 use super::envelope::Unknown;
 use super::profile::{Coefficients, Spread};
 use super::runspread::RunSpread;
 use crate::load::LoadResult;
-use crate::record::load::{CellBand, CellRecord, Interval, TpotBand, TtftBand};
+use crate::record::load::{CellBand, CellKey, CellRecord, Interval, TpotBand, TtftBand};
 use crate::sim::scheduler::EngineConfig;
 
 /// z of a two-sided 90 % interval.
@@ -105,6 +107,10 @@ impl BandFigure {
         }
     }
 
+    fn index(self) -> usize {
+        self as usize
+    }
+
     /// This figure's interval in a band.
     pub fn within(self, b: &CellBand) -> Option<Interval> {
         match self {
@@ -155,14 +161,49 @@ pub fn interval(point: f64, replicates: &[f64], spread: f64, extremes: &[f64]) -
     [lo, hi]
 }
 
+/// How far each predicted cell's figures move over the jittered schedules: the largest
+/// |schedule − point| / point, per banded figure.
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleMoves(Vec<(CellKey, [f64; 5])>);
+
+impl ScheduleMoves {
+    /// `f`'s move in the cell `key` (0 where no schedule was run).
+    pub fn of(&self, key: &CellKey, f: BandFigure) -> f64 {
+        self.0
+            .iter()
+            .find(|(k, _)| k.same(key))
+            .map_or(0.0, |(_, m)| m[f.index()])
+    }
+
+    /// Every cell's key with its moves, in the prediction's order.
+    pub fn cells(&self) -> impl Iterator<Item = (&CellKey, &[f64; 5])> {
+        self.0.iter().map(|(k, m)| (k, m))
+    }
+
+    fn measure(point: &CellRecord, schedules: &[CellRecord]) -> [f64; 5] {
+        BandFigure::ALL.map(|f| {
+            let Some(p) = f.of(point).filter(|p| *p > 0.0 && p.is_finite()) else {
+                return 0.0;
+            };
+            schedules
+                .iter()
+                .filter_map(|c| f.of(c))
+                .filter(|x| x.is_finite())
+                .map(|x| (x / p - 1.0).abs())
+                .fold(0.0, f64::max)
+        })
+    }
+}
+
 /// Bands for every cell of `point` (a prediction by `twin`): `predict` re-runs the same
-/// plan on another twin. Cells of `point` are matched by key.
+/// plan on another twin. Cells of `point` are matched by key. Returns how far each cell's
+/// figures moved over the schedules.
 pub fn bands(
     twin: &Twin,
     point: &mut LoadResult,
     unknown: &[Unknown],
     predict: impl Fn(&Twin) -> anyhow::Result<LoadResult>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ScheduleMoves> {
     // An exact profile (the simulator's own parameters) states no uncertainty: its band is
     // the point.
     let (coefs, host, run) = match &twin.profile.uncertainty {
@@ -178,22 +219,26 @@ pub fn bands(
         .iter()
         .map(rerun)
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut extremes = unknown
+    let extremes = unknown
         .iter()
         .flat_map(|k| k.alternatives.iter())
         .map(rerun)
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut schedules = Vec::new();
     if twin.profile.uncertainty.is_some() {
         for seed in 1..=SCHEDULES {
             let mut t = twin.clone();
             t.schedule = Some(seed);
-            extremes.push(predict(&t)?);
+            schedules.push(predict(&t)?);
         }
     }
+    let mut moves = ScheduleMoves::default();
     for c in &mut point.cells {
         let find = |r: &LoadResult| r.cells.iter().find(|x| x.cell.same(&c.cell)).cloned();
         let reps: Vec<CellRecord> = replicates.iter().filter_map(find).collect();
-        let ext: Vec<CellRecord> = extremes.iter().filter_map(find).collect();
+        let paths: Vec<CellRecord> = schedules.iter().filter_map(find).collect();
+        moves.0.push((c.cell, ScheduleMoves::measure(c, &paths)));
+        let ext: Vec<CellRecord> = extremes.iter().filter_map(find).chain(paths).collect();
         let requests: Vec<(f64, f64, f64)> = point
             .requests
             .iter()
@@ -204,7 +249,7 @@ pub fn bands(
         let spread = with_luck(&host, luck);
         c.band = Some(band_of(c, &reps, &ext, &spread));
     }
-    Ok(())
+    Ok(moves)
 }
 
 /// One run's own luck at a cell of these predicted requests: the larger, per figure, of

@@ -131,7 +131,7 @@ pub fn check(
     };
     let mut predicted = run(twin)?;
     let unknown = super::envelope::unknowns(twin, &predicted);
-    super::band::bands(twin, &mut predicted, &unknown, run)?;
+    let moves = super::band::bands(twin, &mut predicted, &unknown, run)?;
     let hits = |r: &LoadResult| {
         let plan = r.plan.trace.as_ref()?;
         crate::trace::hits::summarise(plan, &r.requests, &r.cells).observed_ratio
@@ -160,6 +160,9 @@ pub fn check(
                 .zip(p.band.as_ref())
                 .and_then(|(f, b)| f.within(b));
             row.unidentified = cell_unknowns.clone();
+            if super::figures::leans_on_schedule(&moves, &p.cell, figure) {
+                row.unidentified.push(super::figures::SCHEDULE);
+            }
             rows.push(row);
         }
         let mean_error = rows.iter().map(|r| r.error).sum::<f64>() / rows.len().max(1) as f64;
@@ -305,13 +308,14 @@ pub fn render(r: &CheckReport) -> String {
             c.key.load_label(),
             c.mean_error * 100.0
         );
-        if let Some(r) = c.rows.first()
-            && !r.unidentified.is_empty()
-        {
+        let mut terms: Vec<&str> = c.rows.iter().flat_map(|r| r.unidentified.clone()).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        if !terms.is_empty() {
             let _ = writeln!(
                 s,
                 "  warning: this cell leans on unidentified {}: its figures are marked",
-                r.unidentified.join(", ")
+                terms.join(", ")
             );
         }
         let _ = writeln!(

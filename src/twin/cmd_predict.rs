@@ -44,7 +44,10 @@ pub fn predict_with_bands(
         eprintln!("warning: {}", u.warning);
     }
     if !no_band {
-        super::band::bands(twin, &mut r, &unknown, |t| predict::execute(t, args))?;
+        let moves = super::band::bands(twin, &mut r, &unknown, |t| predict::execute(t, args))?;
+        for w in super::figures::schedule_warnings(&moves) {
+            eprintln!("warning: {w}");
+        }
     }
     Ok(r)
 }

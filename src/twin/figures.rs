@@ -81,6 +81,18 @@ impl Figure {
         }
     }
 
+    /// The figure a banded figure is.
+    pub fn of_band(b: crate::twin::band::BandFigure) -> Figure {
+        use crate::twin::band::BandFigure as B;
+        match b {
+            B::TtftP50 => Figure::TtftP50,
+            B::TtftP99 => Figure::TtftP99,
+            B::TpotP50 => Figure::TpotP50,
+            B::OutputTps => Figure::OutputTps,
+            B::Goodput => Figure::Goodput,
+        }
+    }
+
     /// The value for a reader: ms for latencies, plain otherwise.
     pub fn show(self, v: f64) -> String {
         match self {
@@ -192,6 +204,47 @@ fn relative(a: f64, b: f64) -> f64 {
     } else {
         d / a.abs()
     }
+}
+
+/// The term a figure leans on when the jittered schedules move it beyond its bound: which
+/// path (prompts prefilled together or staggered, decoders in lockstep or behind each
+/// other's prefill) the server takes run to run.
+pub const SCHEDULE: &str = "schedule";
+
+/// Whether the schedules move `f` beyond its bound in the cell `key`.
+pub fn leans_on_schedule(
+    moves: &crate::twin::band::ScheduleMoves,
+    key: &crate::record::load::CellKey,
+    f: Figure,
+) -> bool {
+    f.banded().is_some_and(|b| moves.of(key, b) > f.bound())
+}
+
+/// One `warning:` line per cell whose figures the schedules move beyond their bounds.
+pub fn schedule_warnings(moves: &crate::twin::band::ScheduleMoves) -> Vec<String> {
+    moves
+        .cells()
+        .filter_map(|(key, _)| {
+            let moved: Vec<String> = Figure::ALL
+                .into_iter()
+                .filter(|&f| leans_on_schedule(moves, key, f))
+                .map(|f| {
+                    let b = f.banded().expect("a moved figure is banded");
+                    format!("{} by {:.0} %", f.name(), moves.of(key, b) * 100.0)
+                })
+                .collect();
+            (!moved.is_empty()).then(|| {
+                format!(
+                    "cell {} {}: the {SCHEDULE} is not identified: requests landing elsewhere \
+                     in a step move {} (prompts prefilled together or staggered); its band \
+                     spans those paths, and only measuring the cell shows which this server takes",
+                    key.context_tokens,
+                    key.load_label(),
+                    moved.join(", ")
+                )
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -145,12 +145,13 @@ pub fn run(twin: &Twin, args: &LoadArgs, vary: &[String]) -> anyhow::Result<Vec<
         let (t, a) = config.apply(twin, &args)?;
         let mut result = predict::execute(&t, &a)?;
         let unknown = envelope::unknowns(&t, &result);
-        super::band::bands(&t, &mut result, &unknown, |x| predict::execute(x, &a))?;
+        let moves = super::band::bands(&t, &mut result, &unknown, |x| predict::execute(x, &a))?;
         let tag = config.tag();
         for c in &mut result.cells {
             c.config = (!tag.is_empty()).then(|| tag.clone());
         }
         let mut warnings: Vec<String> = unknown.into_iter().map(|u| u.warning).collect();
+        warnings.extend(super::figures::schedule_warnings(&moves));
         let measured_pool = twin.profile.limits.pool_tokens.value;
         if t.engine.pool_tokens as f64 > measured_pool {
             warnings.push(format!(
