@@ -18,9 +18,10 @@
 //! That spread is the server against itself over a few seconds. What it cannot show is the
 //! host's drift between calibration and the held-out cells a minute later: on a shared
 //! 2-core machine the same cell's tok/s moves by a few per cent from minute to minute. So
-//! the test measures that drift too — calibration's own c=1 cell again, after the held-out
-//! cells — and widens each bound by it: the twin is not asked to be closer to the server
-//! than the server is to its calibrated self.
+//! the test measures that drift too — calibration's own c=1 cell again, before each
+//! held-out cell and after the last — and widens each cell's bounds by the larger probe
+//! beside it: the twin is not asked to be closer to the server than the server is to its
+//! calibrated self.
 //!
 //! Bands (issue 35): per figure over the three held-out cells, the share of measured values
 //! inside their 90 % bands, the median band half-width over the cells that lean on no
@@ -45,7 +46,7 @@ mod common;
 
 use common::llama::LlamaServer;
 use common::timing_lock;
-use common::twin::{beyond_bounds, combined, drift, measure, measure_cells};
+use common::twin::{Drift, beyond_bounds, combined, measure, measure_cells};
 use ctxbench::twin::check::{check, render};
 use ctxbench::twin::figures::Figure;
 use ctxbench::twin::predict::Twin;
@@ -170,12 +171,20 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         );
     }
 
+    // The host's drift since calibration, probed before each held-out cell and after
+    // the last: its c=1 cell (same flags) measured again.
+    let mut drift = Drift::new(
+        &server.url,
+        &ctxbench::twin::calibrate::records_path(&out, "load"),
+        dir.path(),
+    );
     let reports = measure_cells(
         &twin,
         &server.url,
         CELLS.iter().map(|(cell, _)| *cell),
         RUNS,
         dir.path(),
+        &mut drift,
     )
     .await;
     for (report, text) in &reports {
@@ -184,13 +193,6 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
         assert!(rows.iter().all(|r| r.spread.is_some()), "{text}");
     }
 
-    // The host's drift since calibration: its c=1 cell (same flags) measured again.
-    let drift = drift(
-        &server.url,
-        &ctxbench::twin::calibrate::records_path(&out, "load"),
-        dir.path(),
-    )
-    .await;
     // Coverage, width, error and bias per figure over the three held-out cells together.
     let all = combined(&reports.iter().map(|(r, _)| r).collect::<Vec<_>>());
     let summary = all.per_figure();
@@ -280,6 +282,6 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     for w in &wide {
         println!("width goal NOT met: {w}");
     }
-    let beyond = beyond_bounds(&reports, drift, |i, _| (!CELLS[i].1).then_some(LOOSE));
+    let beyond = beyond_bounds(&reports, &drift, |i, _| (!CELLS[i].1).then_some(LOOSE));
     assert!(beyond.is_empty(), "{}", beyond.join("\n"));
 }

