@@ -175,9 +175,9 @@ impl ScheduleMoves {
             .map_or(0.0, |(_, m)| m[f.index()])
     }
 
-    /// Every cell's key with its moves, in the prediction's order.
-    pub fn cells(&self) -> impl Iterator<Item = (&CellKey, &[f64; 5])> {
-        self.0.iter().map(|(k, m)| (k, m))
+    /// Every cell's key, in the prediction's order.
+    pub fn keys(&self) -> impl Iterator<Item = &CellKey> {
+        self.0.iter().map(|(k, _)| k)
     }
 
     fn measure(point: &CellRecord, schedules: &[CellRecord]) -> [f64; 5] {

@@ -81,18 +81,6 @@ impl Figure {
         }
     }
 
-    /// The figure a banded figure is.
-    pub fn of_band(b: crate::twin::band::BandFigure) -> Figure {
-        use crate::twin::band::BandFigure as B;
-        match b {
-            B::TtftP50 => Figure::TtftP50,
-            B::TtftP99 => Figure::TtftP99,
-            B::TpotP50 => Figure::TpotP50,
-            B::OutputTps => Figure::OutputTps,
-            B::Goodput => Figure::Goodput,
-        }
-    }
-
     /// The value for a reader: ms for latencies, plain otherwise.
     pub fn show(self, v: f64) -> String {
         match self {
@@ -223,14 +211,13 @@ pub fn leans_on_schedule(
 /// One `warning:` line per cell whose figures the schedules move beyond their bounds.
 pub fn schedule_warnings(moves: &crate::twin::band::ScheduleMoves) -> Vec<String> {
     moves
-        .cells()
-        .filter_map(|(key, _)| {
+        .keys()
+        .filter_map(|key| {
             let moved: Vec<String> = Figure::ALL
                 .into_iter()
-                .filter(|&f| leans_on_schedule(moves, key, f))
-                .map(|f| {
-                    let b = f.banded().expect("a moved figure is banded");
-                    format!("{} by {:.0} %", f.name(), moves.of(key, b) * 100.0)
+                .filter_map(|f| {
+                    let m = moves.of(key, f.banded()?);
+                    (m > f.bound()).then(|| format!("{} by {:.0} %", f.name(), m * 100.0))
                 })
                 .collect();
             (!moved.is_empty()).then(|| {
