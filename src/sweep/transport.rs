@@ -35,8 +35,9 @@ pub async fn check(
 ) -> TransportCheck {
     let (mut fresh_ttft, mut reused_ttft) = probe_rounds(s, fresh, keep_alive, deadline).await;
     // A delayed ACK holds every reused probe, every time; a host too loaded to schedule the
-    // probes evenly (a 1k prefill at three times its usual TTFT) once held two of three by
-    // 23 ms. So a hold found is probed again, and named only if the second set holds too.
+    // probes evenly (decode at 10 tok/s where the same request had run at 392 a second
+    // earlier) once held two of three by 23 ms. So a hold found is probed again, and named
+    // only if the second set holds too.
     let mut by_first_event = held_by_first_event(&fresh_ttft, &reused_ttft);
     if by_first_event {
         let (f, r) = probe_rounds(s, fresh, keep_alive, deadline).await;
