@@ -199,13 +199,23 @@ fn relative(a: f64, b: f64) -> f64 {
 /// other's prefill) the server takes run to run.
 pub const SCHEDULE: &str = "schedule";
 
+/// How far the schedules move `f` in the cell `key`, where that is beyond its bound.
+fn schedule_move(
+    moves: &crate::twin::band::ScheduleMoves,
+    key: &crate::record::load::CellKey,
+    f: Figure,
+) -> Option<f64> {
+    let m = moves.of(key, f.banded()?);
+    (m > f.bound()).then_some(m)
+}
+
 /// Whether the schedules move `f` beyond its bound in the cell `key`.
 pub fn leans_on_schedule(
     moves: &crate::twin::band::ScheduleMoves,
     key: &crate::record::load::CellKey,
     f: Figure,
 ) -> bool {
-    f.banded().is_some_and(|b| moves.of(key, b) > f.bound())
+    schedule_move(moves, key, f).is_some()
 }
 
 /// One `warning:` line per cell whose figures the schedules move beyond their bounds.
@@ -216,8 +226,8 @@ pub fn schedule_warnings(moves: &crate::twin::band::ScheduleMoves) -> Vec<String
             let moved: Vec<String> = Figure::ALL
                 .into_iter()
                 .filter_map(|f| {
-                    let m = moves.of(key, f.banded()?);
-                    (m > f.bound()).then(|| format!("{} by {:.0} %", f.name(), m * 100.0))
+                    let m = schedule_move(moves, key, f)?;
+                    Some(format!("{} by {:.0} %", f.name(), m * 100.0))
                 })
                 .collect();
             (!moved.is_empty()).then(|| {
