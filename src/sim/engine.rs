@@ -121,6 +121,8 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         spec_accept_prob: accept_prob,
         ..RequestTruth::default()
     };
+    // `--cache-replies`: the prompt and the reply stay cached once the request finishes.
+    let mut kept_prompt = state.config.cost.cache_replies.then(|| prompt.clone());
     let mut ticket = engine.submit(Submit {
         prompt,
         max_tokens,
@@ -186,6 +188,10 @@ pub async fn run<L: Listener>(state: &SimState, job: Job, listener: &mut L) -> R
         truth.output_tokens = produced;
         if out.finished {
             ticket.finish();
+            if let Some(mut ids) = kept_prompt.take() {
+                ids.extend(super::tokenizer::tokenize(&text));
+                engine.with(|sched, _| sched.cache_finished(&ids));
+            }
             truth.finish = finish.name().to_string();
             truth.finished_s = Some(written_s);
             break;

@@ -211,6 +211,12 @@ pub struct SimCostArgs {
     /// vLLM persona: serve `POST /reset_prefix_cache` (vLLM needs VLLM_SERVER_DEV_MODE=1).
     #[arg(long = "dev-mode")]
     pub dev_mode: bool,
+    /// Keep a finished request's generated tokens in the prefix cache beside its prompt
+    /// (whole pages, least recently used out), as SGLang's radix cache and vLLM's block
+    /// cache do: a conversation's next turn then reuses the reply it re-sends.
+    /// `ctxbench sessions` turns it on for the simulator it starts.
+    #[arg(long = "cache-replies")]
+    pub cache_replies: bool,
     /// Ollama persona: the window served when a request omits `options.num_ctx` (longer
     /// prompts are cut to it from the front, silently), like `OLLAMA_CONTEXT_LENGTH`.
     #[arg(long = "ollama-num-ctx", default_value_t = 4096)]

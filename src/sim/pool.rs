@@ -195,6 +195,49 @@ impl KvPool {
         keys.len().saturating_sub(held)
     }
 
+    /// Cache the whole pages of a finished request's prompt and output (`keys`, its chain
+    /// from the first page), unreferenced and newest: pages already cached are refreshed,
+    /// new ones take free room or evict older pages, never this chain's own. Returns the
+    /// pages added.
+    pub fn cache_finished(&mut self, keys: &[u128]) -> u64 {
+        if !self.cache_on {
+            return 0;
+        }
+        self.tick += 1;
+        let tick = self.tick;
+        let mut added = 0;
+        for (depth, &key) in keys.iter().enumerate() {
+            let depth = depth as u32;
+            if let Some(c) = self.cached.get_mut(&key) {
+                if c.refs == 0 {
+                    self.evictable.remove(&(c.tick, Reverse(c.depth), key));
+                    c.tick = tick;
+                    self.evictable.insert((tick, Reverse(c.depth), key));
+                }
+                continue;
+            }
+            if self.free < 1 {
+                let older = self.evictable.first().is_some_and(|(t, _, _)| *t < tick);
+                if !older {
+                    break;
+                }
+                self.evict_one();
+            }
+            self.free -= 1;
+            added += 1;
+            self.cached.insert(
+                key,
+                Cached {
+                    refs: 0,
+                    tick,
+                    depth,
+                },
+            );
+            self.evictable.insert((tick, Reverse(depth), key));
+        }
+        added
+    }
+
     /// Evict every unreferenced cached page.
     pub fn flush(&mut self) {
         while !self.evictable.is_empty() {
@@ -326,6 +369,26 @@ mod tests {
         let mut off = KvPool::new(16, 1 << 20, false);
         cache(&mut off, &p);
         assert!(off.lookup(&p).is_empty());
+    }
+
+    #[test]
+    fn a_finished_chain_is_cached_whole_and_evicts_older_chains_only() {
+        let mut pool = KvPool::new(4, 16, true);
+        let a: Vec<u32> = (0..12).collect();
+        let b: Vec<u32> = (100..112).collect();
+        let ka = pool.keys(&a);
+        assert_eq!(pool.cache_finished(&ka), 3);
+        assert_eq!(pool.lookup(&[a.clone(), vec![99]].concat()).len(), 3);
+        // b needs 3 pages with 1 free: a's deepest pages go first, b stays whole.
+        let kb = pool.keys(&b);
+        assert_eq!(pool.cache_finished(&kb), 3);
+        assert_eq!(pool.lookup(&[b.clone(), vec![99]].concat()).len(), 3);
+        assert_eq!(pool.lookup(&[a.clone(), vec![99]].concat()).len(), 1);
+        // A chain longer than the pool keeps what fits, never evicting itself.
+        let long: Vec<u32> = (200..240).collect();
+        let kl = pool.keys(&long);
+        assert_eq!(pool.cache_finished(&kl), 4);
+        assert_eq!(pool.lookup(&long).len(), 4);
     }
 
     #[test]

@@ -219,6 +219,13 @@ impl Scheduler {
 
     /// Evict every unreferenced cached page (`/flush_cache`); like SGLang's, it also
     /// restarts the cumulative speculative acceptance `/server_info` reports.
+    /// Keep a finished request's prompt and generated tokens in the prefix cache
+    /// (`--cache-replies`).
+    pub fn cache_finished(&mut self, tokens: &[u32]) {
+        let keys = self.pool.keys(tokens);
+        self.pool.cache_finished(&keys);
+    }
+
     pub fn flush_cache(&mut self) {
         self.pool.flush();
         self.stats.spec_since_flush = Default::default();
