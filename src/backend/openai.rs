@@ -44,17 +44,7 @@ impl Backend for OpenAi {
     }
 
     async fn generate(&self, req: &GenRequest) -> Result<Completion, RequestError> {
-        let mut body = json!({
-            "model": self.model,
-            "max_tokens": req.max_tokens,
-            "temperature": 0.0,
-            "stream": true,
-            "stream_options": {"include_usage": true, "continuous_usage_stats": true},
-        });
-        if req.ignore_eos {
-            body["ignore_eos"] = json!(true);
-            body["min_tokens"] = json!(req.max_tokens);
-        }
+        let mut body = request_body(&self.model, req);
         if !req.cache_prompt && self.tokenize_route == TokenizeRoute::LlamacppStyle {
             body["cache_prompt"] = json!(false);
         }
@@ -132,6 +122,45 @@ impl Backend for OpenAi {
         )
         .await
     }
+}
+
+/// The body fields every streamed request shares: model, output length, usage on every
+/// chunk.
+fn request_body(model: &str, req: &GenRequest) -> Value {
+    let mut body = json!({
+        "model": model,
+        "max_tokens": req.max_tokens,
+        "temperature": 0.0,
+        "stream": true,
+        "stream_options": {"include_usage": true, "continuous_usage_stats": true},
+    });
+    if req.ignore_eos {
+        body["ignore_eos"] = json!(true);
+        body["min_tokens"] = json!(req.max_tokens);
+    }
+    body
+}
+
+/// One whole conversation (`messages`, a JSON array of `{role, content}`) on the chat
+/// route, streamed and folded as any other request (`ctxbench sessions`). `req.prompt` is
+/// not sent.
+pub async fn stream_chat(
+    http: &Http,
+    model: &str,
+    messages: Value,
+    req: &GenRequest,
+) -> Result<Completion, RequestError> {
+    let mut body = request_body(model, req);
+    body["messages"] = messages;
+    super::stream_completion(
+        http,
+        "/v1/chat/completions",
+        &body,
+        &Prompt::Text(String::new()),
+        req.deadline,
+        Deltas::default(),
+    )
+    .await
 }
 
 /// Folds delta chunks into events with token counts.
