@@ -35,6 +35,9 @@ pub enum Command {
     /// Load cells (length x concurrency or rate): TTFT/TPOT/ITL percentiles, throughput,
     /// goodput under SLOs, server telemetry, the knee.
     Load(Box<LoadArgs>),
+    /// Agent sessions: many long conversations at once, each turn carrying the model's real
+    /// previous reply; TTFT by turn, prefix-cache hits, and how many sessions the cache holds.
+    Sessions(Box<crate::sessions::SessionsArgs>),
     /// Production traces (Mooncake format): generate one to replay with `load --trace`.
     Trace(TraceArgs),
     /// A calibrated twin of a server: measure it once (calibrate, fit), predict load plans in

@@ -20,6 +20,7 @@ pub mod report_cmd;
 pub mod resultfile;
 pub mod run;
 pub mod schema;
+pub mod sessions;
 pub mod sim;
 pub mod stats;
 pub mod stdout;
@@ -45,6 +46,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
         Command::Load(args) => load::run(*args).await,
+        Command::Sessions(args) => sessions::run(*args).await,
         Command::Trace(args) => match args.command {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
         },

@@ -45,6 +45,14 @@ pub enum Record {
     Knee(crate::record::load::KneeRecord),
     /// `--tasks`: the effective context of one task (or `all`), after the summary.
     EffectiveContext(EffectiveContextRecord),
+    /// `ctxbench sessions`: the plan, once after the run record.
+    SessionsPlan(crate::sessions::record::SessionsPlanRecord),
+    /// `ctxbench sessions`: one turn of one session.
+    Turn(Box<crate::sessions::record::TurnRecord>),
+    /// `ctxbench sessions`: one finished cell (sessions open at once).
+    SessionsCell(Box<crate::sessions::record::SessionsCellRecord>),
+    /// `ctxbench sessions`: the capacity found, after the cells.
+    SessionCapacity(crate::sessions::record::SessionCapacityRecord),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

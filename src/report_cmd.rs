@@ -8,6 +8,9 @@ use std::path::Path;
 /// `ctxbench report FILE`: print the summary of a result file, optionally as HTML.
 pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
     let file = crate::resultfile::read(&args.file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if file.sessions.plan.is_some() && args.more.is_empty() {
+        return crate::sessions::report::report_file(&args, file);
+    }
     if file.load.plan.is_some() || !args.more.is_empty() {
         return crate::load::report_files(&args, file);
     }
@@ -45,6 +48,9 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
     };
     let (a, b) = (read(&args.a)?, read(&args.b)?);
     let (la, lb) = (args.a.display().to_string(), args.b.display().to_string());
+    if a.sessions.plan.is_some() || b.sessions.plan.is_some() {
+        return crate::sessions::report::compare_files(&args, (la, a), (lb, b));
+    }
     if a.load.plan.is_some() || b.load.plan.is_some() {
         return crate::load::compare_files(&args, (la, a), (lb, b));
     }

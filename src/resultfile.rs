@@ -27,6 +27,8 @@ pub struct ResultFile {
     pub load: LoadRecords,
     /// `--tasks`: the effective-context records (the last summary's, per task and `all`).
     pub effective_context: Vec<crate::record::EffectiveContextRecord>,
+    /// `ctxbench sessions` records.
+    pub sessions: crate::sessions::file::SessionsRecords,
 }
 
 /// The records only load files hold.
@@ -193,6 +195,10 @@ pub fn parse_bytes(bytes: &[u8], file: &str) -> Result<ResultFile, ResultFileErr
             Record::Cell(c) => out.load.cells.push(*c),
             Record::Knee(k) => out.load.knees.push(k),
             Record::EffectiveContext(e) => out.effective_context.push(e),
+            Record::SessionsPlan(p) => out.sessions.plan = Some(p),
+            Record::Turn(t) => out.sessions.turns.push(*t),
+            Record::SessionsCell(c) => out.sessions.cells.push(*c),
+            Record::SessionCapacity(c) => out.sessions.capacity = Some(c),
         }
         out.valid_bytes = end as u64;
         out.missing_final_newline = !terminated;
@@ -214,6 +220,10 @@ fn type_name(r: &Record) -> &'static str {
         Record::Cell(_) => "cell",
         Record::Knee(_) => "knee",
         Record::EffectiveContext(_) => "effective_context",
+        Record::SessionsPlan(_) => "sessions_plan",
+        Record::Turn(_) => "turn",
+        Record::SessionsCell(_) => "sessions_cell",
+        Record::SessionCapacity(_) => "session_capacity",
     }
 }
 

@@ -37,6 +37,17 @@ pub enum RecordKind {
     /// `--tasks`: the effective context of one task (or `all`), after the summary.
     #[value(name = "effective_context", alias = "effective-context")]
     EffectiveContext,
+    /// `sessions`: the plan, once after the run record.
+    #[value(name = "sessions_plan", alias = "sessions-plan")]
+    SessionsPlan,
+    /// `sessions`: one turn of one session.
+    Turn,
+    /// `sessions`: one finished cell.
+    #[value(name = "sessions_cell", alias = "sessions-cell")]
+    SessionsCell,
+    /// `sessions`: the capacity found.
+    #[value(name = "session_capacity", alias = "session-capacity")]
+    SessionCapacity,
 }
 
 impl RecordKind {
@@ -52,6 +63,10 @@ impl RecordKind {
         RecordKind::Cell,
         RecordKind::Knee,
         RecordKind::EffectiveContext,
+        RecordKind::SessionsPlan,
+        RecordKind::Turn,
+        RecordKind::SessionsCell,
+        RecordKind::SessionCapacity,
     ];
 
     /// The kind of a record (exhaustive: a new record type must be named here).
@@ -68,6 +83,10 @@ impl RecordKind {
             Record::Cell(_) => RecordKind::Cell,
             Record::Knee(_) => RecordKind::Knee,
             Record::EffectiveContext(_) => RecordKind::EffectiveContext,
+            Record::SessionsPlan(_) => RecordKind::SessionsPlan,
+            Record::Turn(_) => RecordKind::Turn,
+            Record::SessionsCell(_) => RecordKind::SessionsCell,
+            Record::SessionCapacity(_) => RecordKind::SessionCapacity,
         }
     }
 
@@ -85,6 +104,10 @@ impl RecordKind {
             RecordKind::Cell => "cell",
             RecordKind::Knee => "knee",
             RecordKind::EffectiveContext => "effective_context",
+            RecordKind::SessionsPlan => "sessions_plan",
+            RecordKind::Turn => "turn",
+            RecordKind::SessionsCell => "sessions_cell",
+            RecordKind::SessionCapacity => "session_capacity",
         }
     }
 

@@ -116,7 +116,7 @@ fn depth_rows(summary: &Summary) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn aligned(header: &[String], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {

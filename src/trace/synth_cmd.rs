@@ -129,7 +129,7 @@ fn summary(lines: &[TraceLine], block: u64) -> String {
     )
 }
 
-fn count_range(text: &str) -> Result<RangeInclusive<u64>, String> {
+pub(crate) fn count_range(text: &str) -> Result<RangeInclusive<u64>, String> {
     range(text, |s| parse_count(s).map_err(|e| e.to_string()))
 }
 
@@ -142,7 +142,7 @@ fn turn_range(text: &str) -> Result<RangeInclusive<u64>, String> {
     })
 }
 
-fn duration_range(text: &str) -> Result<RangeInclusive<f64>, String> {
+pub(crate) fn duration_range(text: &str) -> Result<RangeInclusive<f64>, String> {
     range(text, |s| {
         humantime::parse_duration(s)
             .map(|d| d.as_secs_f64())
