@@ -9,7 +9,7 @@ bin=target/debug/ctxbench
 mkdir -p docs/schema
 rm -f docs/schema/*.schema.json
 "$bin" schema >docs/schema/record.schema.json
-for kind in run sample error summary load_plan request server_metrics gpu_metrics cell knee effective_context; do
+for kind in run sample error summary load_plan request server_metrics gpu_metrics cell knee effective_context sessions_plan turn sessions_cell session_capacity; do
     "$bin" schema "$kind" >"docs/schema/$kind.schema.json"
 done
 ls docs/schema >&2

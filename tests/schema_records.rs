@@ -415,10 +415,34 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
         ],
         limit,
     );
-    [sweep, tasks, depth, errors, load, knee, graded, replay]
-        .into_iter()
-        .map(PathBuf::from)
-        .collect()
+    // Agent sessions on the built-in simulator: the plan, turns, cells and the capacity.
+    let sessions = out("sessions.jsonl");
+    ctxbench(
+        &[
+            "sessions",
+            "--sessions",
+            "1,2",
+            "--turns",
+            "2",
+            "--system-tokens",
+            "64",
+            "--first-tokens",
+            "256",
+            "--turn-tokens",
+            "32",
+            "--output-tokens",
+            "8",
+            "--out",
+            &sessions,
+        ],
+        limit,
+    );
+    [
+        sweep, tasks, depth, errors, load, knee, graded, replay, sessions,
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .collect()
 }
 
 #[test]
