@@ -59,6 +59,19 @@ const SMALL: &[&str] = &[
     "--turns",
     "4",
 ];
+/// [`SMALL`] with 2 turns.
+const SHORT: &[&str] = &[
+    "--system-tokens",
+    "64",
+    "--first-tokens",
+    "512",
+    "--turn-tokens",
+    "64",
+    "--output-tokens",
+    "16",
+    "--turns",
+    "2",
+];
 
 fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(more).copied().collect()
@@ -299,4 +312,39 @@ async fn resume_keeps_finished_cells_and_reruns_a_cut_one_and_report_reads_it() 
             .any(|l| l.starts_with("2,") && l.ends_with("1.00x")),
         "{cmp}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_needle_planted_in_the_first_message_is_asked_on_the_last_turn() {
+    let server = sim(SIM).await;
+    let out = sessions(
+        &server.url(),
+        &with(SMALL, &["--sessions", "2", "--tasks", "niah"]),
+    )
+    .await;
+    for t in &out.turns {
+        // Asked (and graded) on the last turn only; the simulator answers from the prompt.
+        assert_eq!(t.needle.is_some(), t.turn == 4, "{t:?}");
+        if let Some(n) = &t.needle {
+            assert!(n.ok, "{n:?}");
+        }
+    }
+    let n = out.cells[0].needle.unwrap();
+    assert_eq!((n.asked, n.ok), (2, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_duration_finished_sessions_are_replaced_until_the_time_is_up() {
+    let server = sim(SIM).await;
+    // 2-turn sessions take a few ms each: 400 ms hold many, each ended by its turns or by
+    // the time running out before its next turn.
+    let out = sessions(
+        &server.url(),
+        &with(SHORT, &["--sessions", "2", "--duration", "400ms"]),
+    )
+    .await;
+    let c = &out.cells[0];
+    assert!(c.sessions_started > 2, "{c:?}");
+    assert_eq!(c.ended.values().sum::<u64>(), c.sessions_started);
+    assert!(c.timeline.iter().all(|p| p.open_sessions <= 2));
 }

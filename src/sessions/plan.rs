@@ -176,6 +176,9 @@ impl SessionsPlan {
         }
         let needle = match a.tasks.as_deref().map(str::trim) {
             None | Some("") => false,
+            Some("niah") if a.turns < 2 => anyhow::bail!(
+                "--tasks niah asks on the last turn for a fact in the first: use --turns 2 or more"
+            ),
             Some("niah") => true,
             Some(t) => anyhow::bail!(
                 "--tasks {t}: sessions grade the needle task only (--tasks niah); the other \

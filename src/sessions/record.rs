@@ -107,8 +107,27 @@ pub struct TurnRecord {
     pub ok: bool,
     pub error: Option<TurnError>,
     pub flags: Vec<Flag>,
+    /// `--tasks niah`: the needle asked on the last turn, and the reply's grade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needle: Option<NeedleGrade>,
     /// Set on a session's last turn: why it ended.
     pub end: Option<SessionEnd>,
+}
+
+/// A needle planted in the first message and asked on the last turn.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct NeedleGrade {
+    pub expected: String,
+    /// The reply's first 80 characters.
+    pub answer: String,
+    pub ok: bool,
+}
+
+/// How many sessions were asked for their needle, and how many remembered it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+pub struct NeedleTally {
+    pub asked: u64,
+    pub ok: u64,
 }
 
 /// TTFT quantiles of a group of turns, seconds.
@@ -202,6 +221,9 @@ pub struct SessionsCellRecord {
     pub goodput_turns_per_s: Option<f64>,
     /// Whether the warm TTFT (and other bounded) quantiles meet the SLO.
     pub slo_met: Option<bool>,
+    /// `--tasks niah`: the sessions asked on their last turn, and those that remembered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needle: Option<NeedleTally>,
     pub timeline: Vec<TimelinePoint>,
 }
 

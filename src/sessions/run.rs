@@ -113,7 +113,7 @@ pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
     let mut nonce = NonceSource::from_entropy();
     let prompts = PromptSource::prepare_with(
         backend.as_ref(),
-        false,
+        plan.needle,
         info.context_length,
         &mut nonce,
         content.as_ref(),
@@ -136,8 +136,8 @@ pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
             reps: plan.turns,
             method: "sessions".into(),
             cache_bust: "nonce+flush".into(),
-            needle: false,
-            needle_depths: Vec::new(),
+            needle: plan.needle,
+            needle_depths: if plan.needle { vec![0.5] } else { Vec::new() },
             timeout: REQUEST_DEADLINE.as_secs().to_string(),
             seed: plan.seed,
             prompt_mode: prompts.mode().name().to_string(),

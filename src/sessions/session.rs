@@ -5,7 +5,7 @@
 use super::cell::{CellCtx, Event};
 use super::conversation::{Conversation, Role};
 use super::hits;
-use super::record::{SessionEnd, TurnError, TurnRecord};
+use super::record::{NeedleGrade, SessionEnd, TurnError, TurnRecord};
 use crate::backend::Completion;
 use crate::record::Flag;
 use rand::{RngExt, SeedableRng};
@@ -64,12 +64,20 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
         system,
         ..TurnRecord::default()
     };
-    let first = ctx
-        .texts
-        .lock()
-        .await
-        .message(plan.first_tokens, true)
-        .await;
+    // `--tasks niah`: a fact in the first message, its question on the last turn.
+    let needle = plan.needle.then(|| {
+        crate::workload::prompt::needle_for(plan.seed, u64::from(ctx.sessions), index, 0.5)
+    });
+    let first = match &needle {
+        Some(n) => ctx.texts.lock().await.with_fact(plan.first_tokens, n).await,
+        None => {
+            ctx.texts
+                .lock()
+                .await
+                .message(plan.first_tokens, true)
+                .await
+        }
+    };
     let first = match first {
         Ok(t) => t,
         Err(e) => {
@@ -121,6 +129,13 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
             }
         };
         fill(&mut r, &c, max_tokens);
+        if let Some(n) = needle.as_ref().filter(|_| turn == plan.turns && turn > 1) {
+            r.needle = Some(NeedleGrade {
+                expected: n.expected.clone(),
+                answer: c.text.chars().take(80).collect(),
+                ok: n.check(&c.text),
+            });
+        }
         let prompt = c.prompt_tokens.unwrap_or_else(|| {
             previous.map_or(plan.system_tokens, |(p, o)| p + o) + turn_tokens + overhead
         });
@@ -164,7 +179,12 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
         }
         let message = ctx.texts.lock().await.message(turn_tokens, false).await;
         match message {
-            Ok(m) => conv.push(Role::User, m),
+            Ok(mut m) => {
+                if let Some(n) = needle.as_ref().filter(|_| turn + 1 == plan.turns) {
+                    m.push_str(&n.question);
+                }
+                conv.push(Role::User, m)
+            }
             Err(e) => {
                 eprintln!("  session {index}: {e:#}; the session ends");
                 break;

@@ -5,8 +5,8 @@ use super::chat::CounterReading;
 use super::hits;
 use super::plan::{SessionsSlo, SloMetric};
 use super::record::{
-    Hits, Quantiles, ServerHits, SessionEnd, SessionsCellRecord, TimelinePoint, TurnHits,
-    TurnRecord, TurnTtft,
+    Hits, NeedleTally, Quantiles, ServerHits, SessionEnd, SessionsCellRecord, TimelinePoint,
+    TurnHits, TurnRecord, TurnTtft,
 };
 use crate::stats::quantile;
 use std::collections::BTreeMap;
@@ -143,6 +143,13 @@ pub fn cell(input: &CellInput<'_>) -> SessionsCellRecord {
         goodput_turns_per_s: (input.window_s > 0.0 && !bounds.is_empty())
             .then(|| good as f64 / window),
         slo_met,
+        needle: ok.iter().any(|t| t.needle.is_some()).then(|| NeedleTally {
+            asked: ok.iter().filter(|t| t.needle.is_some()).count() as u64,
+            ok: ok
+                .iter()
+                .filter(|t| t.needle.as_ref().is_some_and(|n| n.ok))
+                .count() as u64,
+        }),
         timeline: input.timeline.clone(),
     }
 }

@@ -3,7 +3,7 @@
 //! each of a given token count, built through the sweep's prompt source.
 
 use crate::backend::{Backend, Prompt};
-use crate::workload::{NonceSource, PromptSource};
+use crate::workload::{Needle, NonceSource, PromptSource};
 use std::sync::Arc;
 
 pub struct Texts {
@@ -29,6 +29,27 @@ impl Texts {
                 .ok_or_else(|| anyhow::anyhow!("the chat route takes text, not token ids")),
             Prompt::Ids(_) => anyhow::bail!("the chat route takes text, not token ids"),
         }
+    }
+
+    /// A first message of about `tokens` tokens, its own nonce first, hiding `needle`'s
+    /// fact; its question is left for the last turn (`ask`).
+    pub async fn with_fact(&mut self, tokens: u64, needle: &Needle) -> anyhow::Result<String> {
+        let built = self
+            .source
+            .build(
+                self.backend.as_ref(),
+                tokens,
+                Some(&mut self.nonce),
+                Some(needle),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("building a {tokens}-token message: {e:#}"))?;
+        let Prompt::Text(t) = built.prompt else {
+            anyhow::bail!("the chat route takes text, not token ids");
+        };
+        Ok(t.strip_suffix(needle.question.as_str())
+            .unwrap_or(&t)
+            .to_string())
     }
 
     /// `count` system prompts: one shared by all (fixed header), or each its own nonce.
