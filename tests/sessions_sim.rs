@@ -45,33 +45,22 @@ async fn sessions(url: &str, flags: &[&str]) -> SessionsOutcome {
     execute(args(url, flags)).await.expect("sessions run")
 }
 
-/// Small sessions: 64-token shared system prompt, a 512-token document, 3 more turns of 64
-/// tokens, 16-token replies: about 800 tokens each at the last turn.
-const SMALL: &[&str] = &[
-    "--system-tokens",
-    "64",
-    "--first-tokens",
-    "512",
-    "--turn-tokens",
-    "64",
-    "--output-tokens",
-    "16",
-    "--turns",
-    "4",
-];
-/// [`SMALL`] with 2 turns.
-const SHORT: &[&str] = &[
-    "--system-tokens",
-    "64",
-    "--first-tokens",
-    "512",
-    "--turn-tokens",
-    "64",
-    "--output-tokens",
-    "16",
-    "--turns",
-    "2",
-];
+/// Small sessions of `turns` turns: 64-token shared system prompt, a 512-token document, then
+/// 64-token turns and 16-token replies: about 800 tokens each at a fourth turn.
+fn small(turns: &'static str) -> Vec<&'static str> {
+    vec![
+        "--system-tokens",
+        "64",
+        "--first-tokens",
+        "512",
+        "--turn-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--turns",
+        turns,
+    ]
+}
 
 fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(more).copied().collect()
@@ -80,7 +69,7 @@ fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_turn_carries_the_whole_conversation_and_hits_are_the_servers() {
     let server = sim(SIM).await;
-    let out = sessions(&server.url(), &with(SMALL, &["--sessions", "2"])).await;
+    let out = sessions(&server.url(), &with(&small("4"), &["--sessions", "2"])).await;
     assert_eq!(out.turns.len(), 8, "2 sessions × 4 turns");
     for s in 1..=2 {
         let t: Vec<_> = out.turns.iter().filter(|t| t.session == s).collect();
@@ -153,7 +142,7 @@ async fn a_pool_smaller_than_the_sessions_thrashes_where_the_arithmetic_says() {
         &["--kv-pool-tokens", "4096", "--context-length", "4096"],
     ))
     .await;
-    let out = sessions(&server.url(), &with(SMALL, &["--sessions", "1,2,12"])).await;
+    let out = sessions(&server.url(), &with(&small("4"), &["--sessions", "1,2,12"])).await;
     let cap = &out.capacity;
     let ctx = cap.context_at_last_turn.unwrap();
     assert!((700.0..=1000.0).contains(&ctx), "{ctx}");
@@ -190,7 +179,7 @@ async fn max_context_ends_a_session_and_says_why() {
     // Turn 1 ends near 600 tokens; a second turn needs 64 + markers + 16 more.
     let out = sessions(
         &server.url(),
-        &with(SMALL, &["--sessions", "1", "--max-context", "650"]),
+        &with(&small("4"), &["--sessions", "1", "--max-context", "650"]),
     )
     .await;
     assert_eq!(out.turns.len(), 1, "{:?}", out.turns);
@@ -211,7 +200,7 @@ async fn a_server_error_ends_its_session_and_the_others_go_on() {
         "1",
     ];
     let server = sim(&with(SIM, &faults)).await;
-    let out = sessions(&server.url(), &with(SMALL, &["--sessions", "6"])).await;
+    let out = sessions(&server.url(), &with(&small("4"), &["--sessions", "6"])).await;
     let failed: Vec<_> = out.turns.iter().filter(|t| !t.ok).collect();
     assert!(
         !failed.is_empty(),
@@ -260,7 +249,7 @@ async fn resume_keeps_finished_cells_and_reruns_a_cut_one_and_report_reads_it() 
     let p = path.to_str().unwrap();
     let first = sessions(
         &server.url(),
-        &with(SMALL, &["--sessions", "1,2", "--out", p]),
+        &with(&small("4"), &["--sessions", "1,2", "--out", p]),
     )
     .await;
     assert_eq!(first.turns.len(), 12);
@@ -275,7 +264,7 @@ async fn resume_keeps_finished_cells_and_reruns_a_cut_one_and_report_reads_it() 
     std::fs::write(&path, lines[..cut].join("\n") + "\n").unwrap();
     let second = sessions(
         &server.url(),
-        &with(SMALL, &["--sessions", "1,2", "--out", p, "--resume"]),
+        &with(&small("4"), &["--sessions", "1,2", "--out", p, "--resume"]),
     )
     .await;
     assert_eq!(second.turns.len(), 8, "only cell 2 ran again");
@@ -319,7 +308,7 @@ async fn the_needle_planted_in_the_first_message_is_asked_on_the_last_turn() {
     let server = sim(SIM).await;
     let out = sessions(
         &server.url(),
-        &with(SMALL, &["--sessions", "2", "--tasks", "niah"]),
+        &with(&small("4"), &["--sessions", "2", "--tasks", "niah"]),
     )
     .await;
     for t in &out.turns {
@@ -340,7 +329,7 @@ async fn with_a_duration_finished_sessions_are_replaced_until_the_time_is_up() {
     // the time running out before its next turn.
     let out = sessions(
         &server.url(),
-        &with(SHORT, &["--sessions", "2", "--duration", "400ms"]),
+        &with(&small("2"), &["--sessions", "2", "--duration", "400ms"]),
     )
     .await;
     let c = &out.cells[0];

@@ -126,7 +126,6 @@ fn header() -> Vec<String> {
 }
 
 fn table(v: &View<'_>) -> String {
-    let aligned = crate::report::accuracy::aligned;
     let mut out = String::new();
     if let Some(p) = v.plan {
         out.push_str(&format!(
@@ -145,15 +144,34 @@ fn table(v: &View<'_>) -> String {
             p.hit_floor
         ));
     }
-    out.push_str(&aligned(&header(), &cell_rows(v.cells)));
-    let (h, rows) = by_turn(v.cells, ttft_p50);
-    out.push_str("\nTTFT p50 ms by turn\n");
-    out.push_str(&aligned(&h, &rows));
-    let (h, rows) = by_turn(v.cells, hit_ratio);
-    out.push_str("\nhit ratio (observed / possible cached tokens) by turn\n");
-    out.push_str(&aligned(&h, &rows));
+    out + &grids(v, crate::report::accuracy::aligned, "\n", "capacity: ")
+}
+
+/// The cell table, TTFT and hit ratio by turn, and the capacity line, each grid drawn by
+/// `grid` (aligned text or a pipe table); `gap` follows each title.
+fn grids(
+    v: &View<'_>,
+    grid: fn(&[String], &[Vec<String>]) -> String,
+    gap: &str,
+    capacity: &str,
+) -> String {
+    let mut out = grid(&header(), &cell_rows(v.cells));
+    for (title, figure) in [
+        (
+            "TTFT p50 ms by turn",
+            ttft_p50 as fn(&SessionsCellRecord, u32) -> String,
+        ),
+        (
+            "hit ratio (observed / possible cached tokens) by turn",
+            hit_ratio,
+        ),
+    ] {
+        let (h, rows) = by_turn(v.cells, figure);
+        out.push_str(&format!("\n{title}{gap}"));
+        out.push_str(&grid(&h, &rows));
+    }
     if let Some(c) = v.capacity {
-        out.push_str(&format!("\ncapacity: {}\n", c.line));
+        out.push_str(&format!("\n{capacity}{}\n", c.line));
     }
     out
 }
@@ -171,17 +189,7 @@ fn pipe(header: &[String], rows: &[Vec<String>]) -> String {
 }
 
 fn markdown(v: &View<'_>) -> String {
-    let mut out = pipe(&header(), &cell_rows(v.cells));
-    let (h, rows) = by_turn(v.cells, ttft_p50);
-    out.push_str("\nTTFT p50 ms by turn\n\n");
-    out.push_str(&pipe(&h, &rows));
-    let (h, rows) = by_turn(v.cells, hit_ratio);
-    out.push_str("\nHit ratio by turn\n\n");
-    out.push_str(&pipe(&h, &rows));
-    if let Some(c) = v.capacity {
-        out.push_str(&format!("\n**Capacity:** {}\n", c.line));
-    }
-    out
+    grids(v, pipe, "\n\n", "**Capacity:** ")
 }
 
 /// One row per cell and turn index.
