@@ -29,9 +29,12 @@ B=(buildah --storage-driver vfs)
 
 log() { printf '[build-image.sh] %s\n' "$*" >&2; }
 
+# Another apt or dpkg may hold the lock (a cold machine runs several installs): wait for it.
 apt_install() {
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2 ||
-        { apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2; }
+    local apt=(apt-get -o DPkg::Lock::Timeout=600)
+    log "apt-get install $* (waiting up to 10 min for the dpkg lock if another install holds it)"
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "$@" >&2 ||
+        { "${apt[@]}" update >&2 && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "$@" >&2; }
 }
 
 if ! command -v buildah >/dev/null; then

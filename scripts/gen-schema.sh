@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate docs/schema/ from the record types (`ctxbench schema`): the schema of any
-# record (record.schema.json) and one per kind. tests/schema_records.rs fails when the
+# record (record.schema.json) and one per kind. tests/offline/schema_records.rs fails when the
 # committed copies differ from what the code generates.
 set -euo pipefail
 cd "$(dirname "$0")/.."

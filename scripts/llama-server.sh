@@ -50,9 +50,9 @@ fi
 for tool in python3 cc c++ make tar; do
     if ! command -v "$tool" >/dev/null 2>&1; then
         if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
-            log "installing build tools with apt-get (missing: $tool)"
-            apt-get update -qq >&2
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            log "installing build tools with apt-get (missing: $tool; waiting up to 10 min for the dpkg lock)"
+            apt-get -o DPkg::Lock::Timeout=600 update -qq >&2
+            DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
                 build-essential python3 python3-venv python3-pip tar >&2
             break
         fi

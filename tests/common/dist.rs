@@ -1,7 +1,6 @@
 //! The release artefacts scripts/dist.sh builds (the manylinux2014 wheel and the portable
 //! binary), found through the environment variables scripts/test.sh exports, and a
-//! `ctxbench sim` child process on a free loopback port. Included with `#[path]`, so the
-//! shared `common` module is unchanged.
+//! `ctxbench sim` child process on a free loopback port.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};

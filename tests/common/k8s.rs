@@ -1,7 +1,6 @@
 //! deploy/k8s rendered offline (kubectl's kustomize and `annotate --local`, no cluster) and
 //! the Job container's argv as Kubernetes runs it: `command` + `args`, with `$(VAR)`
-//! replaced by the container's env. Included with `#[path]`, so the shared `common`
-//! module is unchanged.
+//! replaced by the container's env.
 #![allow(dead_code)]
 
 use serde_json::Value;

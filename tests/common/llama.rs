@@ -20,7 +20,7 @@ pub fn timing(s: &ctxbench::record::Sample, key: &str) -> f64 {
 }
 
 // The bounds every llama-server test holds ctxbench's figures to, against the server's own
-// `timings` (measured and derived in tests/llamacpp_peer.rs's history; see docs/testing.md).
+// `timings` (measured and derived in tests/llamacpp/llamacpp_peer.rs's history; see docs/testing.md).
 
 /// The part that grows with the id list: JSON of it in the client (debug build) and in
 /// the server.

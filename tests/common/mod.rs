@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod dist;
+pub mod k8s;
 pub mod llama;
 pub mod proxy;
 pub mod records;

@@ -56,6 +56,9 @@ pub struct Config {
     pub max_num_seqs: Option<u32>,
     /// More arguments, as on the command line.
     pub extra: Vec<String>,
+    /// The model's threads on every core (`VLLM_CPU_NUM_OF_RESERVED_CPU=0`) rather than all
+    /// but the one vLLM keeps for its scheduler: for prefill-bound tests that time nothing.
+    pub all_cores: bool,
 }
 
 impl Default for Config {
@@ -66,9 +69,14 @@ impl Default for Config {
             ngram_spec: false,
             max_num_seqs: None,
             extra: Vec::new(),
+            all_cores: false,
         }
     }
 }
+
+/// `max_num_seqs` of the tiny model's main server, shared by the peer and twin tests: small,
+/// so the twin's calibration plan (up to the slot limit) stays short.
+pub const TINY_SLOTS: u32 = 4;
 
 /// The ngram speculation the issue names: k = 4 proposals from 2–4-token prompt lookups.
 pub const NGRAM_SPEC: &str =
@@ -77,6 +85,28 @@ pub const NGRAM_SPEC: &str =
 /// The venv's python: `CTXBENCH_VLLM_PYTHON`, or what `scripts/vllm.sh` installs.
 pub fn python() -> PathBuf {
     super::peer_path("CTXBENCH_VLLM_PYTHON", "vllm.sh", &[])
+}
+
+/// The weights' dtype: `CTXBENCH_VLLM_DTYPE`, else bfloat16 where the CPU computes it
+/// natively (AVX-512 BF16 or AMX), else float32. Without those units vLLM's CPU build runs
+/// bf16 through slow paths: on an AVX2-only host a 900-token SmolLM2 prefill took 13.8–15.2 s
+/// in bf16 and 3.6–3.9 s in float32 (docs/testing.md).
+pub fn dtype() -> &'static str {
+    static DTYPE: OnceLock<&'static str> = OnceLock::new();
+    DTYPE.get_or_init(|| {
+        if let Ok(d) = std::env::var("CTXBENCH_VLLM_DTYPE") {
+            return d.leak();
+        }
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let flags = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .unwrap_or_default();
+        let native_bf16 = flags
+            .split_whitespace()
+            .any(|f| f == "avx512_bf16" || f == "amx_bf16");
+        if native_bf16 { "bfloat16" } else { "float32" }
+    })
 }
 
 /// A running vLLM server; killed (its whole process group) on drop.
@@ -110,7 +140,7 @@ impl VllmServer {
             .arg(&dir)
             .args(["--served-model-name", config.model.served_name()])
             .args(["--max-model-len", &config.max_model_len.to_string()])
-            .args(["--dtype", "bfloat16", "--host", "127.0.0.1"])
+            .args(["--dtype", dtype(), "--host", "127.0.0.1"])
             .args(["--port", &port.to_string()])
             .arg("--enable-prompt-tokens-details")
             .arg("--disable-uvicorn-access-log");
@@ -119,6 +149,11 @@ impl VllmServer {
         }
         if let Some(n) = config.max_num_seqs {
             cmd.args(["--max-num-seqs", &n.to_string()]);
+        }
+        if config.all_cores {
+            // vLLM's CPU build keeps one core for its scheduler process and binds the model's
+            // threads to the rest: one of two here. Prefill-bound work takes both.
+            cmd.env("VLLM_CPU_NUM_OF_RESERVED_CPU", "0");
         }
         cmd.args(&config.extra)
             .env("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -147,8 +182,9 @@ impl VllmServer {
         server.wait_healthy(started);
         server.start_s = started.elapsed().as_secs_f64();
         eprintln!(
-            "vLLM ({:?}) healthy at {} after {:.1} s (log {})",
+            "vLLM ({:?}, {}) healthy at {} after {:.1} s (log {})",
             server.config,
+            dtype(),
             server.url,
             server.start_s,
             server.log.display()
