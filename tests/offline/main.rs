@@ -45,6 +45,7 @@ mod resultfile;
 mod resume_compare;
 mod resume_cost;
 mod schema_records;
+mod sessions_sim;
 mod sim_behaviour;
 mod sim_engine;
 mod sim_engine_http;

@@ -4,7 +4,7 @@
 //! where the pool arithmetic says, errors end only their session, bad input is refused
 //! before any request, and `--resume`, `report` and `compare` read the file back.
 
-mod common;
+use crate::common;
 use clap::Parser;
 use common::sim;
 use ctxbench::cli::{Cli, Command};
