@@ -4,7 +4,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
 
 /// Keeps memory bounded whatever the pool size says.
 const MAX_PAGES: u64 = 16_000_000;
@@ -18,6 +18,27 @@ struct Cached {
     depth: u32,
 }
 
+/// Hashes a page key for the map: keys are already uniform hashes (`page_keys`), so their
+/// bits are used as they are (SipHashing them again was a fifth of a twin's prediction).
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, key: u128) {
+        self.0 = key as u64 ^ (key >> 64) as u64;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Page accounting in whole pages. `free` goes negative only after the pool was shrunk
 /// below what is in use; it comes back as requests finish or are preempted.
 #[derive(Debug)]
@@ -26,7 +47,7 @@ pub struct KvPool {
     capacity: u64,
     free: i64,
     cache_on: bool,
-    cached: HashMap<u128, Cached>,
+    cached: HashMap<u128, Cached, BuildHasherDefault<KeyHasher>>,
     evictable: BTreeSet<(u64, Reverse<u32>, u128)>,
     tick: u64,
     evicted_pages: u64,
@@ -41,7 +62,7 @@ impl KvPool {
             capacity,
             free: capacity as i64,
             cache_on,
-            cached: HashMap::new(),
+            cached: HashMap::default(),
             evictable: BTreeSet::new(),
             tick: 0,
             evicted_pages: 0,

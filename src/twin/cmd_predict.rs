@@ -1,6 +1,6 @@
 //! `twin predict`, `twin check` and `twin whatif`: their flags and what each prints.
 
-use super::predict::{self, Twin};
+use super::predict::Twin;
 use crate::load::args::LoadArgs;
 use clap::Args;
 use std::path::PathBuf;
@@ -38,18 +38,14 @@ pub fn predict_with_bands(
     args: &LoadArgs,
     no_band: bool,
 ) -> anyhow::Result<crate::load::LoadResult> {
-    let mut r = predict::execute(twin, args)?;
-    let unknown = super::envelope::unknowns(twin, &r);
-    for u in &unknown {
+    let b = super::banded::predict(twin, args, no_band)?;
+    for u in &b.unknown {
         eprintln!("warning: {}", u.warning);
     }
-    if !no_band {
-        let moves = super::band::bands(twin, &mut r, &unknown, |t| predict::execute(t, args))?;
-        for w in super::figures::schedule_warnings(&moves) {
-            eprintln!("warning: {w}");
-        }
+    for w in b.moves.iter().flat_map(super::figures::schedule_warnings) {
+        eprintln!("warning: {w}");
     }
-    Ok(r)
+    Ok(b.result)
 }
 
 /// `ctxbench twin predict`: predict, print as `load` prints with each figure's band,

@@ -3,8 +3,7 @@
 //! with its SLO verdict, goodput and knee; the best configuration named; every place a
 //! configuration leaves what was calibrated said.
 
-use super::envelope;
-use super::predict::{self, Twin};
+use super::predict::Twin;
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;
 pub use crate::load::knob::Knob;
@@ -143,15 +142,17 @@ pub fn run(twin: &Twin, args: &LoadArgs, vary: &[String]) -> anyhow::Result<Vec<
     let mut out = Vec::new();
     for config in configs(&varies) {
         let (t, a) = config.apply(twin, &args)?;
-        let mut result = predict::execute(&t, &a)?;
-        let unknown = envelope::unknowns(&t, &result);
-        let moves = super::band::bands(&t, &mut result, &unknown, |x| predict::execute(x, &a))?;
+        let super::banded::Banded {
+            mut result,
+            unknown,
+            moves,
+        } = super::banded::predict(&t, &a, false)?;
         let tag = config.tag();
         for c in &mut result.cells {
             c.config = (!tag.is_empty()).then(|| tag.clone());
         }
         let mut warnings: Vec<String> = unknown.into_iter().map(|u| u.warning).collect();
-        warnings.extend(super::figures::schedule_warnings(&moves));
+        warnings.extend(moves.iter().flat_map(super::figures::schedule_warnings));
         let measured_pool = twin.profile.limits.pool_tokens.value;
         if t.engine.pool_tokens as f64 > measured_pool {
             warnings.push(format!(
