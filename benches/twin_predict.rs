@@ -2,9 +2,8 @@
 //! 90 % bands: a Mooncake-shaped trace (about 12k requests over 59 minutes, multi-turn,
 //! shared prefixes) that `trace synth` makes at that scale, predicted on a large-GPU-like
 //! engine whose profile carries a calibration's uncertainty (32 bootstrap replicates, a
-//! spread, a run spread; an envelope of 32k tokens and 16 running, so the hour's longer
-//! contexts and larger batches add unidentified terms' alternatives as a real profile's
-//! would). Prints the wall seconds of each run, the medians of point and banded, and their
+//! spread, a run spread; calibrated up to 32k tokens, so the hour's longer contexts add
+//! the prefill and decode laws' alternatives, as a real profile's would). Prints the wall seconds of each run, the medians of point and banded, and their
 //! ratio; the aims are 5 s and 30 s on 2 cores.
 //!
 //! Run: cargo bench --bench twin_predict
@@ -80,7 +79,7 @@ fn engine() -> EngineConfig {
 /// The engine's profile with a calibration's uncertainty: each coefficient's replicates
 /// log-normal around it (relative sd: t0 3 %, p0 2 %, q 10 %, d0 2 %, d1 5 %, d2 10 %,
 /// seeded), its 95 % interval from the same sd, host spread 3–4 %, run spread 4–8 % per
-/// block of 4, calibrated up to 32k tokens and 16 running.
+/// block of 4, calibrated up to 32k tokens and at the 64 running the hour reaches.
 fn profile() -> Profile {
     let e = engine();
     let mut p = profile_of(&e, 131_072);
@@ -124,7 +123,7 @@ fn profile() -> Profile {
     }
     p.envelope = Envelope {
         max_context_tokens: 32_768,
-        max_concurrency: 16,
+        max_concurrency: 64,
     };
     p.uncertainty = Some(Uncertainty {
         replicates,

@@ -37,6 +37,7 @@
 //! returned ([`ScheduleMoves`]): a figure that moves beyond its bound leans on which path
 //! the server takes, which no calibration identifies.
 
+use super::band_plan::{Judge, Reran, rerun};
 use super::engine::Twin;
 use super::envelope::Unknown;
 use super::profile::{Coefficients, Spread};
@@ -111,6 +112,14 @@ impl BandFigure {
         self as usize
     }
 
+    /// The error `twin check` allows this figure.
+    pub fn bound(self) -> f64 {
+        super::figures::Figure::ALL
+            .into_iter()
+            .find(|f| f.banded() == Some(self))
+            .map_or(0.10, super::figures::Figure::bound)
+    }
+
     /// This figure's interval in a band.
     pub fn within(self, b: &CellBand) -> Option<Interval> {
         match self {
@@ -162,16 +171,16 @@ pub fn interval(point: f64, replicates: &[f64], spread: f64, extremes: &[f64]) -
 }
 
 /// A cell's banded figures, in [`BandFigure::ALL`]'s order.
-type Figures = [Option<f64>; 5];
+pub(crate) type Figures = [Option<f64>; 5];
 
 fn figures(c: &CellRecord) -> Figures {
     BandFigure::ALL.map(|f| f.of(c))
 }
 
 /// One prediction's cells, each its key and banded figures: all a band needs of a rerun.
-type Cells = Vec<(CellKey, Figures)>;
+pub(crate) type Cells = Vec<(CellKey, Figures)>;
 
-fn cells(r: &LoadResult) -> Cells {
+pub(crate) fn cells(r: &LoadResult) -> Cells {
     r.cells.iter().map(|c| (c.cell, figures(c))).collect()
 }
 
@@ -253,45 +262,66 @@ pub fn bands_by(
         Some(u) => (u.replicates.as_slice(), u.spread.clone(), u.run.as_ref()),
         None => (&[][..], zero_spread(), None),
     };
-    let with = |c: &Coefficients| {
-        let mut t = twin.clone();
-        t.engine = apply(&twin.engine, c);
-        t
-    };
     let alternatives: Vec<&Coefficients> = unknown.iter().flat_map(|k| &k.alternatives).collect();
     let schedules = if twin.profile.uncertainty.is_some() {
         SCHEDULES
     } else {
         0
     };
-    // In order: the sample on the twin itself (where sampled), the replicates, the
-    // alternatives, the schedules.
-    let mut jobs: Vec<Twin> = Vec::new();
-    if reruns.sampled {
-        jobs.push(twin.clone());
+    let spreads: Vec<Spread> = point
+        .cells
+        .iter()
+        .map(|c| {
+            let requests: Vec<(f64, f64, f64)> = point
+                .requests
+                .iter()
+                .filter(|q| q.ok && q.cell.same(&c.cell))
+                .filter_map(|q| Some((q.ttft_s?, q.tpot_s?, q.e2e_s?)))
+                .collect();
+            with_luck(&host, luck(run, &requests))
+        })
+        .collect();
+    let cells: &[CellRecord] = &point.cells;
+    let edges = |r: &Reran| -> Vec<f64> {
+        judged(cells, r, &spreads)
+            .0
+            .iter()
+            .flat_map(|b| BandFigure::ALL.into_iter().filter_map(|f| f.within(b)))
+            .flatten()
+            .collect()
+    };
+    let schedules_move = |r: &Reran| {
+        let moves = judged(cells, r, &spreads).1;
+        moves.0.iter().any(|(_, m)| {
+            BandFigure::ALL
+                .into_iter()
+                .any(|f| m[f.index()] > f.bound() / 2.0)
+        })
+    };
+    let judge = Judge {
+        edges: &edges,
+        schedules_move: &schedules_move,
+    };
+    let reran = rerun(twin, coefs, &alternatives, schedules, reruns, &judge)?;
+    let (bands, moves) = judged(&point.cells, &reran, &spreads);
+    for (c, b) in point.cells.iter_mut().zip(bands) {
+        c.band = Some(b);
     }
-    jobs.extend(coefs.iter().map(with));
-    jobs.extend(alternatives.iter().map(|c| with(c)));
-    jobs.extend((1..=schedules).map(|seed| Twin {
-        schedule: Some(seed),
-        ..twin.clone()
-    }));
-    let bar = super::band_runs::progress(jobs.len(), &twin.path);
-    let done = super::band_runs::run(&jobs, |t| (reruns.predict)(t).map(|r| cells(&r)), &bar);
-    bar.finish_and_clear();
-    let mut done = done.into_iter().collect::<anyhow::Result<Vec<Cells>>>()?;
-    let reference = reruns.sampled.then(|| done.remove(0));
-    let replicates: Vec<Cells> = done.drain(..coefs.len()).collect();
-    let extremes: Vec<Cells> = done.drain(..alternatives.len()).collect();
-    let paths = done;
+    Ok(moves)
+}
+
+/// Each cell's band (`spreads`: each cell's host and run spread) and how far the schedules
+/// moved its figures, from what the reruns gave.
+fn judged(cells: &[CellRecord], r: &Reran, spreads: &[Spread]) -> (Vec<CellBand>, ScheduleMoves) {
     let mut moves = ScheduleMoves::default();
-    for c in &mut point.cells {
+    let mut bands = Vec::new();
+    for (c, spread) in cells.iter().zip(spreads) {
         let p = figures(c);
         // A sample's figures, relative to the sample on the twin itself, applied to the
         // point; the whole plan's as they are.
-        let of = |r: &Cells| -> Option<Figures> {
-            let x = find(r, &c.cell)?;
-            let Some(reference) = &reference else {
+        let of = |x: &Cells| -> Option<Figures> {
+            let x = find(x, &c.cell)?;
+            let Some(reference) = &r.reference else {
                 return Some(x);
             };
             let base = find(reference, &c.cell)?;
@@ -300,21 +330,13 @@ pub fn bands_by(
                 _ => None,
             }))
         };
-        let reps: Vec<Figures> = replicates.iter().filter_map(of).collect();
-        let sched: Vec<Figures> = paths.iter().filter_map(of).collect();
+        let reps: Vec<Figures> = r.replicates.iter().filter_map(of).collect();
+        let sched: Vec<Figures> = r.schedules.iter().filter_map(of).collect();
         moves.0.push((c.cell, ScheduleMoves::measure(&p, &sched)));
-        let ext: Vec<Figures> = extremes.iter().filter_map(of).chain(sched).collect();
-        let requests: Vec<(f64, f64, f64)> = point
-            .requests
-            .iter()
-            .filter(|q| q.ok && q.cell.same(&c.cell))
-            .filter_map(|q| Some((q.ttft_s?, q.tpot_s?, q.e2e_s?)))
-            .collect();
-        let luck = luck(run, &requests);
-        let spread = with_luck(&host, luck);
-        c.band = Some(band_of(&p, &reps, &ext, &spread));
+        let ext: Vec<Figures> = r.alternatives.iter().filter_map(of).chain(sched).collect();
+        bands.push(band_of(&p, &reps, &ext, spread));
     }
-    Ok(moves)
+    (bands, moves)
 }
 
 /// One run's own luck at a cell of these predicted requests: the larger, per figure, of

@@ -22,7 +22,7 @@ pub fn progress(total: usize, what: &str) -> ProgressBar {
 }
 
 /// Threads for `jobs` reruns: one per core, no more than there are jobs.
-fn threads(jobs: usize) -> usize {
+pub(crate) fn threads(jobs: usize) -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs)

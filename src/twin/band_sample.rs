@@ -63,6 +63,19 @@ pub fn sample(replay: &Replay, point: &LoadResult) -> Option<Replay> {
     Some(replay.sampled(requests, measured))
 }
 
+/// What the sample is, for a reader of the prediction.
+pub fn describe(whole: &Replay, sample: &Replay) -> String {
+    format!(
+        "bands from a sample of the trace: {SLICES} slices of {SLICE_REQUESTS} requests, each \
+         at its quarter's longest predicted TTFT and led in by {:.0} s of trace ({} of {} \
+         requests run per band prediction), each figure's reruns taken relative to the sample \
+         and applied to the whole trace's point (docs/twin.md, \"Bands of a long trace\")",
+        LEAD_IN_MS / 1e3,
+        sample.requests().len(),
+        whole.requests().len()
+    )
+}
+
 /// Each slice's measured requests `[from, to)`: per stratum, [`SLICE_REQUESTS`] around its
 /// longest TTFT (the first of equals), kept inside the stratum.
 fn slices(ttft: &[f64]) -> Vec<(usize, usize)> {

@@ -18,43 +18,55 @@ pub struct Banded {
     pub unknown: Vec<Unknown>,
     /// How far the schedules moved each figure (`None`: no bands asked for).
     pub moves: Option<ScheduleMoves>,
+    /// The trace replayed, read once (`None`: not a replay).
+    replay: Option<Replay>,
 }
 
 /// Predict `args` on `twin`, with each cell's band unless `no_band`.
 pub fn predict(twin: &Twin, args: &LoadArgs, no_band: bool) -> anyhow::Result<Banded> {
-    if args.trace.is_none() {
-        let mut result = predict::execute(twin, args)?;
-        let unknown = envelope::unknowns(twin, &result);
-        let moves = (!no_band)
-            .then(|| band::bands(twin, &mut result, &unknown, |t| predict::execute(t, args)))
-            .transpose()?;
-        return Ok(Banded {
-            result,
-            unknown,
-            moves,
-        });
+    let mut b = point(twin, args)?;
+    if !no_band {
+        band(twin, args, &mut b)?;
     }
-    predict::refuse_live_flags(args)?;
-    let replay = Replay::read(args)?;
-    let mut result = replay.predict(twin)?;
-    let unknown = envelope::unknowns(twin, &result);
-    let moves = if no_band {
-        None
+    Ok(b)
+}
+
+/// The point prediction of `args` on `twin`, without bands yet.
+pub fn point(twin: &Twin, args: &LoadArgs) -> anyhow::Result<Banded> {
+    let (result, replay) = if args.trace.is_none() {
+        (predict::execute(twin, args)?, None)
     } else {
-        let sample = super::band_sample::sample(&replay, &result);
-        let (on, sampled) = match &sample {
-            Some(s) => (s, true),
-            None => (&replay, false),
-        };
-        let reruns = Reruns {
-            predict: &|t: &Twin| on.predict(t),
-            sampled,
-        };
-        Some(band::bands_by(twin, &mut result, &unknown, &reruns)?)
+        predict::refuse_live_flags(args)?;
+        let replay = Replay::read(args)?;
+        (replay.predict(twin)?, Some(replay))
     };
     Ok(Banded {
+        unknown: envelope::unknowns(twin, &result),
         result,
-        unknown,
-        moves,
+        moves: None,
+        replay,
     })
+}
+
+/// Each cell of `b` (the point of `args` on `twin`) given its band.
+pub fn band(twin: &Twin, args: &LoadArgs, b: &mut Banded) -> anyhow::Result<()> {
+    let moves = match &b.replay {
+        None => band::bands(twin, &mut b.result, &b.unknown, |t| {
+            predict::execute(t, args)
+        })?,
+        Some(replay) => {
+            let sample = super::band_sample::sample(replay, &b.result);
+            if let Some(s) = &sample {
+                eprintln!("note: {}", super::band_sample::describe(replay, s));
+            }
+            let on = sample.as_ref().unwrap_or(replay);
+            let reruns = Reruns {
+                predict: &|t: &Twin| on.predict(t),
+                sampled: sample.is_some(),
+            };
+            band::bands_by(twin, &mut b.result, &b.unknown, &reruns)?
+        }
+    };
+    b.moves = Some(moves);
+    Ok(())
 }

@@ -23,8 +23,9 @@ pub struct PredictArgs {
     /// The twin profile (written by `twin calibrate` or `twin fit`).
     #[arg(long, value_name = "FILE")]
     pub profile: PathBuf,
-    /// Skip the 90 % bands (each costs one prediction per bootstrap replicate: on an
-    /// hour-long trace, minutes).
+    /// Skip the 90 % bands (each costs one prediction per bootstrap replicate, alternative
+    /// and jittered schedule, on every core; a trace of over 2000 requests reruns a sample
+    /// of it: seconds on an hour of trace).
     #[arg(long)]
     pub no_band: bool,
     #[command(flatten)]

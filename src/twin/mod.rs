@@ -3,6 +3,7 @@
 
 pub mod argv;
 pub mod band;
+mod band_plan;
 mod band_runs;
 pub mod band_sample;
 pub mod banded;
