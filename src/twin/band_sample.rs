@@ -5,45 +5,37 @@
 //! shows: the sample is predicted on the twin itself and on each rerun's twin, and each
 //! rerun's figure is the hour's point × (sample on the rerun / sample on the twin).
 //!
-//! The sample: the replay cut into [`SLICES`] equal strata of requests; in each, a slice of
-//! [`SLICE_REQUESTS`] consecutive requests centred on the request the point predicted the
-//! longest TTFT for there (the moments that make the tail; the medians' requests are in
-//! every slice), led in by the [`LEAD_IN_MS`] of trace before it, which run (filling the
-//! engine's queue and prefix cache as the hour had them there) but count in no figure. The
-//! slices follow each other at the trace's mean gap between requests, in one replay.
+//! The sample: the replay cut into [`SLICES`] equal strata of requests; in the middle of
+//! each, a slice of [`SLICE_REQUESTS`] consecutive requests, led in by the [`LEAD_IN_MS`]
+//! of trace before it, which run (filling the engine's queue and prefix cache as the hour
+//! had them there) but count in no figure. The slices follow each other at the trace's
+//! mean gap between requests, in one replay.
 
 use super::predict_trace::Replay;
-use crate::load::LoadResult;
 use crate::trace::format::TraceRequest;
 
 /// A replay of more requests than this is banded from a sample.
 pub const SAMPLE_ABOVE: usize = 2_000;
 /// Slices in a sample.
-pub const SLICES: usize = 4;
+pub const SLICES: usize = 8;
 /// Requests a slice's figures count.
-pub const SLICE_REQUESTS: usize = 200;
-/// Trace time run before each slice and left out of its figures, ms.
-pub const LEAD_IN_MS: f64 = 30_000.0;
+pub const SLICE_REQUESTS: usize = 100;
+/// Trace time run before each slice and left out of its figures, ms: a burst's queue and
+/// a conversation's earlier turns (5–30 s apart in the bench's hour) are there by then.
+pub const LEAD_IN_MS: f64 = 60_000.0;
 
-/// The sample of `replay` its bands are rerun on (`None`: short enough to rerun whole),
-/// its slices placed by `point`, the replay predicted on the twin itself.
-pub fn sample(replay: &Replay, point: &LoadResult) -> Option<Replay> {
+/// The sample of `replay` its bands are rerun on (`None`: short enough to rerun whole).
+pub fn sample(replay: &Replay) -> Option<Replay> {
     let all = replay.requests();
     let n = all.len();
     if n <= SAMPLE_ABOVE {
         return None;
     }
-    let mut ttft = vec![0.0; n];
-    for r in &point.requests {
-        if let (Some(t), Some(slot)) = (r.ttft_s, ttft.get_mut(r.index as usize)) {
-            *slot = t;
-        }
-    }
     let gap_ms = (all[n - 1].timestamp_ms - all[0].timestamp_ms) / (n - 1) as f64;
     let mut requests: Vec<TraceRequest> = Vec::new();
     let mut measured: Vec<bool> = Vec::new();
     let mut taken = 0;
-    for (from, to) in slices(&ttft) {
+    for (from, to) in slices(n) {
         let start_ms = all[from].timestamp_ms - LEAD_IN_MS;
         let lead = (taken..from)
             .find(|&i| all[i].timestamp_ms >= start_ms)
@@ -66,8 +58,8 @@ pub fn sample(replay: &Replay, point: &LoadResult) -> Option<Replay> {
 /// What the sample is, for a reader of the prediction.
 pub fn describe(whole: &Replay, sample: &Replay) -> String {
     format!(
-        "bands from a sample of the trace: {SLICES} slices of {SLICE_REQUESTS} requests, each \
-         at its quarter's longest predicted TTFT and led in by {:.0} s of trace ({} of {} \
+        "bands from a sample of the trace: {SLICES} slices of {SLICE_REQUESTS} requests, one \
+         amid each of {SLICES} equal parts, each led in by {:.0} s of trace ({} of {} \
          requests run per band prediction), each figure's reruns taken relative to the sample \
          and applied to the whole trace's point (docs/twin.md, \"Bands of a long trace\")",
         LEAD_IN_MS / 1e3,
@@ -76,17 +68,13 @@ pub fn describe(whole: &Replay, sample: &Replay) -> String {
     )
 }
 
-/// Each slice's measured requests `[from, to)`: per stratum, [`SLICE_REQUESTS`] around its
-/// longest TTFT (the first of equals), kept inside the stratum.
-fn slices(ttft: &[f64]) -> Vec<(usize, usize)> {
-    let n = ttft.len();
+/// Each slice's measured requests `[from, to)` of `n`: [`SLICE_REQUESTS`] in the middle of
+/// each of [`SLICES`] equal strata.
+fn slices(n: usize) -> Vec<(usize, usize)> {
     (0..SLICES)
         .map(|j| {
             let (lo, hi) = (j * n / SLICES, (j + 1) * n / SLICES);
-            let worst = (lo..hi).fold(lo, |w, i| if ttft[i] > ttft[w] { i } else { w });
-            let from = worst
-                .saturating_sub(SLICE_REQUESTS / 2)
-                .clamp(lo, hi.saturating_sub(SLICE_REQUESTS).max(lo));
+            let from = ((lo + hi) / 2).saturating_sub(SLICE_REQUESTS / 2).max(lo);
             (from, (from + SLICE_REQUESTS).min(hi))
         })
         .collect()
@@ -97,16 +85,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slice_centres_on_its_strata_worst_request_and_stays_inside_it() {
-        let mut ttft = vec![0.1; 4_000];
-        ttft[1_500] = 2.0; // stratum 1: 1000..2000
-        ttft[2_010] = 3.0; // stratum 2's first requests: clamped to start at 2000
-        let s = slices(&ttft);
+    fn a_slice_sits_in_the_middle_of_its_stratum() {
+        let s = slices(8_000);
         assert_eq!(s.len(), SLICES);
-        assert_eq!(s[0], (0, SLICE_REQUESTS), "no worse request: the first");
-        assert_eq!(s[1], (1_400, 1_600));
-        assert_eq!(s[2], (2_000, 2_200));
-        let small = slices(&[0.1; 40]);
-        assert!(small.iter().all(|(a, b)| b - a == 10), "{small:?}");
+        assert_eq!(s[0], (450, 550));
+        assert_eq!(s[7], (7_450, 7_550));
+        let small = slices(400);
+        assert!(small.iter().all(|(a, b)| b - a == 50), "{small:?}");
     }
 }

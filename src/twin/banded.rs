@@ -55,7 +55,7 @@ pub fn band(twin: &Twin, args: &LoadArgs, b: &mut Banded) -> anyhow::Result<()> 
             predict::execute(t, args)
         })?,
         Some(replay) => {
-            let sample = super::band_sample::sample(replay, &b.result);
+            let sample = super::band_sample::sample(replay);
             if let Some(s) = &sample {
                 eprintln!("note: {}", super::band_sample::describe(replay, s));
             }
