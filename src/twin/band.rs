@@ -37,6 +37,7 @@
 //! returned ([`ScheduleMoves`]): a figure that moves beyond its bound leans on which path
 //! the server takes, which no calibration identifies.
 
+use super::band_plan::{Judge, Reran, rerun};
 use super::engine::Twin;
 use super::envelope::Unknown;
 use super::profile::{Coefficients, Spread};
@@ -111,6 +112,14 @@ impl BandFigure {
         self as usize
     }
 
+    /// The error `twin check` allows this figure.
+    pub fn bound(self) -> f64 {
+        super::figures::Figure::ALL
+            .into_iter()
+            .find(|f| f.banded() == Some(self))
+            .map_or(0.10, super::figures::Figure::bound)
+    }
+
     /// This figure's interval in a band.
     pub fn within(self, b: &CellBand) -> Option<Interval> {
         match self {
@@ -161,6 +170,25 @@ pub fn interval(point: f64, replicates: &[f64], spread: f64, extremes: &[f64]) -
     [lo, hi]
 }
 
+/// A cell's banded figures, in [`BandFigure::ALL`]'s order.
+pub(crate) type Figures = [Option<f64>; 5];
+
+fn figures(c: &CellRecord) -> Figures {
+    BandFigure::ALL.map(|f| f.of(c))
+}
+
+/// One prediction's cells, each its key and banded figures: all a band needs of a rerun.
+pub(crate) type Cells = Vec<(CellKey, Figures)>;
+
+pub(crate) fn cells(r: &LoadResult) -> Cells {
+    r.cells.iter().map(|c| (c.cell, figures(c))).collect()
+}
+
+/// The figures of the cell `key` in `cells`.
+fn find(cells: &Cells, key: &CellKey) -> Option<Figures> {
+    cells.iter().find(|(k, _)| k.same(key)).map(|(_, f)| *f)
+}
+
 /// How far each predicted cell's figures move over the jittered schedules: the largest
 /// |schedule − point| / point, per banded figure.
 #[derive(Debug, Clone, Default)]
@@ -180,19 +208,29 @@ impl ScheduleMoves {
         self.0.iter().map(|(k, _)| k)
     }
 
-    fn measure(point: &CellRecord, schedules: &[CellRecord]) -> [f64; 5] {
-        BandFigure::ALL.map(|f| {
-            let Some(p) = f.of(point).filter(|p| *p > 0.0 && p.is_finite()) else {
+    fn measure(point: &Figures, schedules: &[Figures]) -> [f64; 5] {
+        std::array::from_fn(|i| {
+            let Some(p) = point[i].filter(|p| *p > 0.0 && p.is_finite()) else {
                 return 0.0;
             };
             schedules
                 .iter()
-                .filter_map(|c| f.of(c))
+                .filter_map(|c| c[i])
                 .filter(|x| x.is_finite())
                 .map(|x| (x / p - 1.0).abs())
                 .fold(0.0, f64::max)
         })
     }
+}
+
+/// How a band's reruns are predicted.
+pub struct Reruns<'a> {
+    /// The plan predicted on another twin: the whole plan, or a sample of it.
+    pub predict: &'a (dyn Fn(&Twin) -> anyhow::Result<LoadResult> + Sync),
+    /// `predict` predicts a sample of the plan (`band_sample.rs`): the sample is also
+    /// predicted on the twin itself, and each rerun's figure is taken relative to that and
+    /// applied to the point.
+    pub sampled: bool,
 }
 
 /// Bands for every cell of `point` (a prediction by `twin`): `predict` re-runs the same
@@ -202,7 +240,21 @@ pub fn bands(
     twin: &Twin,
     point: &mut LoadResult,
     unknown: &[Unknown],
-    predict: impl Fn(&Twin) -> anyhow::Result<LoadResult>,
+    predict: impl Fn(&Twin) -> anyhow::Result<LoadResult> + Sync,
+) -> anyhow::Result<ScheduleMoves> {
+    let reruns = Reruns {
+        predict: &predict,
+        sampled: false,
+    };
+    bands_by(twin, point, unknown, &reruns)
+}
+
+/// [`bands`], its reruns made by `reruns`.
+pub fn bands_by(
+    twin: &Twin,
+    point: &mut LoadResult,
+    unknown: &[Unknown],
+    reruns: &Reruns,
 ) -> anyhow::Result<ScheduleMoves> {
     // An exact profile (the simulator's own parameters) states no uncertainty: its band is
     // the point.
@@ -210,46 +262,81 @@ pub fn bands(
         Some(u) => (u.replicates.as_slice(), u.spread.clone(), u.run.as_ref()),
         None => (&[][..], zero_spread(), None),
     };
-    let rerun = |c: &Coefficients| -> anyhow::Result<LoadResult> {
-        let mut t = twin.clone();
-        t.engine = apply(&twin.engine, c);
-        predict(&t)
+    let alternatives: Vec<&Coefficients> = unknown.iter().flat_map(|k| &k.alternatives).collect();
+    let schedules = if twin.profile.uncertainty.is_some() {
+        SCHEDULES
+    } else {
+        0
     };
-    let replicates = coefs
+    let spreads: Vec<Spread> = point
+        .cells
         .iter()
-        .map(rerun)
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let extremes = unknown
-        .iter()
-        .flat_map(|k| k.alternatives.iter())
-        .map(rerun)
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut schedules = Vec::new();
-    if twin.profile.uncertainty.is_some() {
-        for seed in 1..=SCHEDULES {
-            let mut t = twin.clone();
-            t.schedule = Some(seed);
-            schedules.push(predict(&t)?);
-        }
-    }
-    let mut moves = ScheduleMoves::default();
-    for c in &mut point.cells {
-        let find = |r: &LoadResult| r.cells.iter().find(|x| x.cell.same(&c.cell)).cloned();
-        let reps: Vec<CellRecord> = replicates.iter().filter_map(find).collect();
-        let paths: Vec<CellRecord> = schedules.iter().filter_map(find).collect();
-        moves.0.push((c.cell, ScheduleMoves::measure(c, &paths)));
-        let ext: Vec<CellRecord> = extremes.iter().filter_map(find).chain(paths).collect();
-        let requests: Vec<(f64, f64, f64)> = point
-            .requests
+        .map(|c| {
+            let requests: Vec<(f64, f64, f64)> = point
+                .requests
+                .iter()
+                .filter(|q| q.ok && q.cell.same(&c.cell))
+                .filter_map(|q| Some((q.ttft_s?, q.tpot_s?, q.e2e_s?)))
+                .collect();
+            with_luck(&host, luck(run, &requests))
+        })
+        .collect();
+    let cells: &[CellRecord] = &point.cells;
+    let edges = |r: &Reran| -> Vec<f64> {
+        judged(cells, r, &spreads)
+            .0
             .iter()
-            .filter(|q| q.ok && q.cell.same(&c.cell))
-            .filter_map(|q| Some((q.ttft_s?, q.tpot_s?, q.e2e_s?)))
-            .collect();
-        let luck = luck(run, &requests);
-        let spread = with_luck(&host, luck);
-        c.band = Some(band_of(c, &reps, &ext, &spread));
+            .flat_map(|b| BandFigure::ALL.into_iter().filter_map(|f| f.within(b)))
+            .flatten()
+            .collect()
+    };
+    let schedules_move = |r: &Reran| {
+        let moves = judged(cells, r, &spreads).1;
+        moves.0.iter().any(|(_, m)| {
+            BandFigure::ALL
+                .into_iter()
+                .any(|f| m[f.index()] > f.bound() / 2.0)
+        })
+    };
+    let judge = Judge {
+        edges: &edges,
+        schedules_move: &schedules_move,
+    };
+    let reran = rerun(twin, coefs, &alternatives, schedules, reruns, &judge)?;
+    let (bands, moves) = judged(&point.cells, &reran, &spreads);
+    for (c, b) in point.cells.iter_mut().zip(bands) {
+        c.band = Some(b);
     }
     Ok(moves)
+}
+
+/// Each cell's band (`spreads`: each cell's host and run spread) and how far the schedules
+/// moved its figures, from what the reruns gave.
+fn judged(cells: &[CellRecord], r: &Reran, spreads: &[Spread]) -> (Vec<CellBand>, ScheduleMoves) {
+    let mut moves = ScheduleMoves::default();
+    let mut bands = Vec::new();
+    for (c, spread) in cells.iter().zip(spreads) {
+        let p = figures(c);
+        // A sample's figures, relative to the sample on the twin itself, applied to the
+        // point; the whole plan's as they are.
+        let of = |x: &Cells| -> Option<Figures> {
+            let x = find(x, &c.cell)?;
+            let Some(reference) = &r.reference else {
+                return Some(x);
+            };
+            let base = find(reference, &c.cell)?;
+            Some(std::array::from_fn(|i| match (p[i], base[i], x[i]) {
+                (Some(p), Some(b), Some(x)) if b > 0.0 && b.is_finite() => Some(p * (x / b)),
+                _ => None,
+            }))
+        };
+        let reps: Vec<Figures> = r.replicates.iter().filter_map(of).collect();
+        let sched: Vec<Figures> = r.schedules.iter().filter_map(of).collect();
+        moves.0.push((c.cell, ScheduleMoves::measure(&p, &sched)));
+        let ext: Vec<Figures> = r.alternatives.iter().filter_map(of).chain(sched).collect();
+        bands.push(band_of(&p, &reps, &ext, spread));
+    }
+    (bands, moves)
 }
 
 /// One run's own luck at a cell of these predicted requests: the larger, per figure, of
@@ -290,11 +377,12 @@ fn zero_spread() -> Spread {
     }
 }
 
-fn band_of(c: &CellRecord, reps: &[CellRecord], ext: &[CellRecord], s: &Spread) -> CellBand {
+fn band_of(p: &Figures, reps: &[Figures], ext: &[Figures], s: &Spread) -> CellBand {
     let one = |f: BandFigure| -> Option<Interval> {
-        let point = f.of(c)?;
-        let r: Vec<f64> = reps.iter().filter_map(|x| f.of(x)).collect();
-        let e: Vec<f64> = ext.iter().filter_map(|x| f.of(x)).collect();
+        let i = f.index();
+        let point = p[i]?;
+        let r: Vec<f64> = reps.iter().filter_map(|x| x[i]).collect();
+        let e: Vec<f64> = ext.iter().filter_map(|x| x[i]).collect();
         Some(interval(point, &r, f.spread(s), &e))
     };
     CellBand {

@@ -1,6 +1,6 @@
 //! `twin predict`, `twin check` and `twin whatif`: their flags and what each prints.
 
-use super::predict::{self, Twin};
+use super::predict::Twin;
 use crate::load::args::LoadArgs;
 use clap::Args;
 use std::path::PathBuf;
@@ -23,8 +23,9 @@ pub struct PredictArgs {
     /// The twin profile (written by `twin calibrate` or `twin fit`).
     #[arg(long, value_name = "FILE")]
     pub profile: PathBuf,
-    /// Skip the 90 % bands (each costs one prediction per bootstrap replicate: on an
-    /// hour-long trace, minutes).
+    /// Skip the 90 % bands (each costs one prediction per bootstrap replicate, alternative
+    /// and jittered schedule, on every core; a trace of over 2000 requests reruns a sample
+    /// of it: seconds on an hour of trace).
     #[arg(long)]
     pub no_band: bool,
     #[command(flatten)]
@@ -38,18 +39,14 @@ pub fn predict_with_bands(
     args: &LoadArgs,
     no_band: bool,
 ) -> anyhow::Result<crate::load::LoadResult> {
-    let mut r = predict::execute(twin, args)?;
-    let unknown = super::envelope::unknowns(twin, &r);
-    for u in &unknown {
+    let b = super::banded::predict(twin, args, no_band)?;
+    for u in &b.unknown {
         eprintln!("warning: {}", u.warning);
     }
-    if !no_band {
-        let moves = super::band::bands(twin, &mut r, &unknown, |t| predict::execute(t, args))?;
-        for w in super::figures::schedule_warnings(&moves) {
-            eprintln!("warning: {w}");
-        }
+    for w in b.moves.iter().flat_map(super::figures::schedule_warnings) {
+        eprintln!("warning: {w}");
     }
-    Ok(r)
+    Ok(b.result)
 }
 
 /// `ctxbench twin predict`: predict, print as `load` prints with each figure's band,

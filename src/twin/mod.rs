@@ -3,6 +3,10 @@
 
 pub mod argv;
 pub mod band;
+mod band_plan;
+mod band_runs;
+pub mod band_sample;
+pub mod banded;
 pub mod bootstrap;
 pub mod calibrate;
 pub mod cell;

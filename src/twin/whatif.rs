@@ -3,8 +3,7 @@
 //! with its SLO verdict, goodput and knee; the best configuration named; every place a
 //! configuration leaves what was calibrated said.
 
-use super::envelope;
-use super::predict::{self, Twin};
+use super::predict::Twin;
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;
 pub use crate::load::knob::Knob;
@@ -140,33 +139,60 @@ pub fn run(twin: &Twin, args: &LoadArgs, vary: &[String]) -> anyhow::Result<Vec<
             _ => {}
         }
     }
+    let runs = configs(&varies)
+        .into_iter()
+        .map(|config| {
+            let (t, a) = config.apply(twin, &args)?;
+            Ok((config, t, a))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // As many configurations' points at once as there are cores (each holds its replay);
+    // then each one's bands, whose reruns use every core.
+    let hidden = indicatif::ProgressBar::hidden();
     let mut out = Vec::new();
-    for config in configs(&varies) {
-        let (t, a) = config.apply(twin, &args)?;
-        let mut result = predict::execute(&t, &a)?;
-        let unknown = envelope::unknowns(&t, &result);
-        let moves = super::band::bands(&t, &mut result, &unknown, |x| predict::execute(x, &a))?;
-        let tag = config.tag();
-        for c in &mut result.cells {
-            c.config = (!tag.is_empty()).then(|| tag.clone());
+    for some in runs.chunks(super::band_runs::threads(runs.len())) {
+        let points = super::band_runs::run(some, |(_, t, a)| super::banded::point(t, a), &hidden);
+        for ((config, t, a), point) in some.iter().zip(points) {
+            out.push(outcome(twin, config, t, a, point?)?);
         }
-        let mut warnings: Vec<String> = unknown.into_iter().map(|u| u.warning).collect();
-        warnings.extend(super::figures::schedule_warnings(&moves));
-        let measured_pool = twin.profile.limits.pool_tokens.value;
-        if t.engine.pool_tokens as f64 > measured_pool {
-            warnings.push(format!(
-                "pool {} tokens is larger than the measured server's ({measured_pool:.0}): \
-                 it must fit in the accelerator's memory",
-                t.engine.pool_tokens
-            ));
-        }
-        out.push(Outcome {
-            config,
-            result,
-            warnings,
-        });
     }
     Ok(out)
+}
+
+/// One configuration's outcome from its point: its bands, its cells tagged, its warnings.
+fn outcome(
+    twin: &Twin,
+    config: &Config,
+    t: &Twin,
+    a: &LoadArgs,
+    mut b: super::banded::Banded,
+) -> anyhow::Result<Outcome> {
+    super::banded::band(t, a, &mut b)?;
+    let super::banded::Banded {
+        mut result,
+        unknown,
+        moves,
+        ..
+    } = b;
+    let tag = config.tag();
+    for c in &mut result.cells {
+        c.config = (!tag.is_empty()).then(|| tag.clone());
+    }
+    let mut warnings: Vec<String> = unknown.into_iter().map(|u| u.warning).collect();
+    warnings.extend(moves.iter().flat_map(super::figures::schedule_warnings));
+    let measured_pool = twin.profile.limits.pool_tokens.value;
+    if t.engine.pool_tokens as f64 > measured_pool {
+        warnings.push(format!(
+            "pool {} tokens is larger than the measured server's ({measured_pool:.0}): \
+             it must fit in the accelerator's memory",
+            t.engine.pool_tokens
+        ));
+    }
+    Ok(Outcome {
+        config: config.clone(),
+        result,
+        warnings,
+    })
 }
 
 /// `twin` as relaunched with each `KNOB=VALUE` of `settings` (engine knobs only).
