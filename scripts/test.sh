@@ -14,6 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# No backtraces: a failing test's message and its figures (printed just above the panic)
+# stay in the last lines of the log, which are what a CI summary keeps.
+export RUST_BACKTRACE=0
+
 QUICK=0
 if [[ "${1:-}" == "--quick" ]]; then
     QUICK=1

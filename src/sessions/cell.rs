@@ -36,7 +36,7 @@ pub struct CellCtx {
     pub attempt: u32,
     pub texts: Arc<Mutex<Texts>>,
     pub systems: Arc<Vec<String>>,
-    /// Whether a finished turn has carried each system prompt (so the cache may hold it).
+    /// Whether a turn carrying each system prompt was sent (so the cache may hold it).
     pub system_seen: Vec<AtomicBool>,
     pub page: u64,
     pub server_limit: Option<u64>,

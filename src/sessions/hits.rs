@@ -4,9 +4,9 @@
 //! previous prompt and the reply it generated (the reply is counted whole, as the server
 //! generated it; where re-tokenizing the reply's text, or the template's end marker after
 //! it, differs from the generated tokens, the server can reuse less, and the shortfall
-//! shows as observed below possible), or a system prompt that a finished turn carried (a
-//! turn sent while another with the same system prompt is still in prefill may be served
-//! it too: on turn 1 observed can exceed possible).
+//! shows as observed below possible), or a system prompt that an earlier turn carried
+//! (counted from the moment that turn was sent: a turn sent while another with the same
+//! system prompt is still in prefill may be served it, so possible bounds observed).
 //! Caches match whole pages and never the prompt's last token.
 
 use super::record::HitCount;
@@ -18,8 +18,8 @@ pub fn floor_page(tokens: u64, page: u64) -> u64 {
 }
 
 /// The possible cached tokens of a `prompt_tokens` prompt whose session had sent
-/// `previous` (prompt, reply tokens) and whose system prompt of `system_seen` tokens a
-/// finished turn carried (0 if none had).
+/// `previous` (prompt, reply tokens) and whose system prompt of `system_seen` tokens an
+/// earlier turn carried (0 if none had).
 pub fn possible(
     previous: Option<(u64, u64)>,
     system_seen: u64,

@@ -94,7 +94,7 @@ pub struct TurnRecord {
     /// The server's report.
     pub cached_tokens: Option<u64>,
     /// The longest prefix the server had already seen (this session's previous prompt and
-    /// the reply it generated, or a system prompt a finished turn carried), whole pages,
+    /// the reply it generated, or a system prompt an earlier turn carried), whole pages,
     /// at most the prompt less one token.
     pub possible_cached_tokens: u64,
     pub ttft_s: Option<f64>,

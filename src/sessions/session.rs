@@ -105,7 +105,9 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
             tokio::time::sleep(std::time::Duration::from_secs_f64(think_s)).await;
         }
         let max_tokens = rng.random_range(plan.output_tokens.clone());
-        let system_seen = if ctx.system_seen[system as usize].load(Ordering::SeqCst) {
+        // Counted as possible once any turn carrying it was sent: a turn in prefill beside
+        // this one may serve it, so possible stays an upper bound on what is observed.
+        let system_seen = if ctx.system_seen[system as usize].swap(true, Ordering::SeqCst) {
             plan.system_tokens
         } else {
             0
@@ -144,7 +146,6 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
             .prompt_tokens
             .map(|p| p.saturating_sub(previous.map_or(0, |(p, o)| p + o)));
         r.possible_cached_tokens = hits::possible(previous, system_seen, prompt, ctx.page);
-        ctx.system_seen[system as usize].store(true, Ordering::SeqCst);
         // The markers a new message brings: what the prompt holds beyond its messages.
         let sent_message = if turn == 1 {
             plan.system_tokens + plan.first_tokens

@@ -2,7 +2,8 @@
 //! `scripts/vllm-models.sh` on a free loopback port. vLLM is heavy (about 65 s to start,
 //! several GB of memory), so a test binary shares one server per configuration
 //! ([`VllmServer::shared`]); each starts once, on first use, and is killed when the binary
-//! exits. When the peer cannot be had the test fails loudly, naming the script to run.
+//! exits or when another configuration starts while no test holds it. When the peer cannot
+//! be had the test fails loudly, naming the script to run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -217,6 +218,27 @@ impl VllmServer {
         let mut list = servers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = list.iter().find(|s| s.config == config) {
             return s.clone();
+        }
+        // Servers no test holds are stopped before another starts: the suite runs the
+        // binary one test at a time, in name order, so an idle server's memory and its
+        // threads would only weigh on the timed tests after it (a test that needs it again
+        // starts it again).
+        let idle: Vec<u32> = list
+            .iter()
+            .filter(|s| Arc::strong_count(s) == 1)
+            .map(|s| s.child.id())
+            .collect();
+        if !idle.is_empty() {
+            list.retain(|s| Arc::strong_count(s) > 1);
+            if let Some(pids) = SERVERS_FOR_EXIT.get() {
+                pids.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|p| !idle.contains(p));
+            }
+            eprintln!(
+                "vLLM: stopped {} idle shared server(s) before starting another",
+                idle.len()
+            );
         }
         let s = Arc::new(VllmServer::start(config));
         SERVERS_FOR_EXIT

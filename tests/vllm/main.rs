@@ -6,6 +6,7 @@
 mod common;
 
 mod accuracy_vllm;
+mod sessions_vllm;
 mod twin_vllm;
 mod vllm_peer;
 mod vllm_spec;
