@@ -12,6 +12,7 @@ pub mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub mod prometheus;
+pub mod server_info;
 pub mod sglang;
 pub mod shared;
 pub mod spec;

@@ -4,9 +4,9 @@
 //! scheduler limits (dev mode's `/server_info`), and whether it reports cached tokens (asked
 //! with one 1-token request, not guessed). Each value's source goes into `sources`.
 
-use super::detect::ServerInfo;
 use super::http::Http;
 use super::prometheus::Exposition;
+use super::server_info::ServerInfo;
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -188,7 +188,7 @@ async fn reports_cached_tokens(http: &Http, model: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::detect::ServerKind;
+    use crate::backend::server_info::ServerKind;
 
     const METRICS: &str = include_str!("../../tests/fixtures/vllm/metrics-ngram.txt");
     const SERVER_INFO: &str = include_str!("../../tests/fixtures/vllm/server-info-ngram.json");

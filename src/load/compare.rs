@@ -1,6 +1,7 @@
 //! `compare` for load files: the cells both files hold, side by side with the ratio B/A.
 
-use super::{LoadResult, render};
+use super::render;
+use super::result::LoadResult;
 use crate::choices::Format;
 use crate::lengths::format_count;
 use crate::record::load::CellRecord;

@@ -3,8 +3,9 @@
 //! summarised; cells resumed from the file are not run again.
 
 use super::request::{Shot, Tail};
+use super::result::LoadResult;
 use super::setup::{Heads, Output};
-use super::{LoadResult, cell, clock, gpu, knee, render, telemetry};
+use super::{cell, clock, gpu, knee, render, telemetry};
 use crate::backend::{Backend, http::Http};
 use crate::record::Record;
 use crate::record::load::{CellKey, CellRecord, LoadPlan};

@@ -18,6 +18,7 @@ pub mod plan;
 pub mod render;
 pub mod replay;
 pub mod request;
+pub mod result;
 pub mod setup;
 pub mod slo;
 pub mod spec_compare;
@@ -29,51 +30,14 @@ use crate::backend::{self, Backend};
 use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::load::args::LoadArgs;
-use crate::record::RunRecord;
-use crate::record::load::{
-    CellRecord, GpuMetricsRecord, KneeRecord, LoadPlan, RequestRecord, ServerMetricsRecord,
-};
 use crate::run::target::{Connection, connect};
 use crate::workload::NonceSource;
 use exec::Ctx;
 pub use exec::spare_connections;
+pub use result::LoadResult;
 use setup::Heads;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Everything a finished load run produced.
-pub struct LoadResult {
-    pub run: RunRecord,
-    pub plan: LoadPlan,
-    pub cells: Vec<CellRecord>,
-    pub knees: Vec<KneeRecord>,
-    pub requests: Vec<RequestRecord>,
-    pub server_metrics: Vec<ServerMetricsRecord>,
-    /// `--telemetry-url` scrapes.
-    pub gpu_metrics: Vec<GpuMetricsRecord>,
-}
-
-impl LoadResult {
-    pub fn exit_code(&self) -> u8 {
-        // A shard's share of a cell can be nothing (fewer workers or arrivals than shards).
-        let ran: Vec<&CellRecord> = self
-            .cells
-            .iter()
-            .filter(|c| !(c.sent == 0 && c.shard.is_some()))
-            .collect();
-        if self.cells.is_empty() {
-            exit::NOTHING_VALID
-        } else if ran.is_empty() {
-            exit::OK
-        } else if ran.iter().all(|c| c.ok == 0) {
-            exit::NOTHING_VALID
-        } else if ran.iter().any(|c| c.ok == 0) {
-            exit::PARTIAL
-        } else {
-            exit::OK
-        }
-    }
-}
 
 /// Depths of `load --tasks` items, taken in turn by each task's samples.
 const LOAD_DEPTHS: [f64; 3] = [0.1, 0.5, 0.9];

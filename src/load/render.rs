@@ -1,7 +1,7 @@
 //! Load results on stdout (table, json, csv, markdown) and as HTML: pure functions of the
 //! cell and knee records (the HTML also of the scrapes).
 
-use super::LoadResult;
+use super::result::LoadResult;
 use crate::choices::Format;
 use crate::lengths::format_count;
 use crate::record::load::{CellRecord, KneeRecord, LoadPlan};

@@ -3,8 +3,9 @@
 //! the trace made possible beside what the server reported.
 
 use super::exec::{self, Ctx};
+use super::result::LoadResult;
 use super::setup::{self, Heads, Output};
-use super::{LoadResult, request, slo, telemetry};
+use super::{request, slo, telemetry};
 use crate::backend::{Backend, GenRequest, Prompt};
 use crate::load::args::LoadArgs;
 use crate::record::Record;

@@ -3,7 +3,7 @@
 //! speculation stops paying (batched verify steps cost more as batches grow, so its gain
 //! shrinks with concurrency and, past a point, turns into a loss).
 
-use super::LoadResult;
+use super::result::LoadResult;
 use crate::lengths::format_count;
 use crate::record::load::CellRecord;
 

@@ -40,3 +40,4 @@ pub mod serve;
 pub mod steps;
 pub mod whatif;
 pub mod whatif_cost;
+pub mod whatif_outcome;

@@ -4,6 +4,7 @@
 //! configuration leaves what was calibrated said.
 
 use super::predict::Twin;
+pub use super::whatif_outcome::{Config, Outcome};
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;
 pub use crate::load::knob::Knob;
@@ -42,32 +43,7 @@ pub fn parse_vary(s: &str) -> anyhow::Result<Vary> {
     Ok(Vary { knob, values })
 }
 
-/// One configuration: a value per engine knob (and time scale) varied.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    pub settings: Vec<(Knob, String)>,
-}
-
 impl Config {
-    /// The record's tag: each knob's value, e.g. `{"max_running": 2}`.
-    pub fn tag(&self) -> crate::load::knob::Tag {
-        self.settings
-            .iter()
-            .filter_map(|(k, v)| Some((k.tag_key(), k.value(v)?)))
-            .collect()
-    }
-
-    pub fn label(&self) -> String {
-        if self.settings.is_empty() {
-            return "as profiled".into();
-        }
-        self.settings
-            .iter()
-            .map(|(k, v)| format!("{}={v}", k.name()))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
     /// The twin and load flags of this configuration.
     pub fn apply(&self, twin: &Twin, args: &LoadArgs) -> anyhow::Result<(Twin, LoadArgs)> {
         let (mut t, mut a) = (twin.clone(), args.clone());
@@ -116,13 +92,6 @@ pub fn configs(varies: &[Vary]) -> Vec<Config> {
             .collect();
     }
     out
-}
-
-/// One configuration's prediction.
-pub struct Outcome {
-    pub config: Config,
-    pub result: LoadResult,
-    pub warnings: Vec<String>,
 }
 
 /// Predict every configuration.

@@ -1,7 +1,7 @@
 //! `twin whatif --price-per-hour`: the configurations ranked by what a good token costs at
 //! the SLO, one line each, cheapest first; those that meet the SLO nowhere said last.
 
-use super::whatif::Outcome;
+use super::whatif_outcome::Outcome;
 use crate::lengths::format_count;
 use crate::record::load::CellRecord;
 use std::fmt::Write;
