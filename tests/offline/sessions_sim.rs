@@ -156,7 +156,18 @@ async fn a_pool_smaller_than_the_sessions_thrashes_where_the_arithmetic_says() {
         let need = c.sessions as f64 * ctx;
         let r = c.hits.pooled.ratio.unwrap();
         if need <= 0.5 * 4096.0 {
-            assert!(r > 0.99, "{} sessions fit: {r}", c.sessions);
+            // Every warm turn is served all it could be. Turn 1 may not be: a session sent
+            // beside another counts the shared system prompt as possible before the other's
+            // prefill has computed it (seen: 4000 of 4064, 0.984, pooled).
+            for t in c.hits.by_turn.iter().filter(|t| t.turn >= 2) {
+                assert_eq!(
+                    t.hits.ratio,
+                    Some(1.0),
+                    "{} sessions fit: {t:?}",
+                    c.sessions
+                );
+            }
+            assert!(r > 0.9, "{} sessions fit: {r}", c.sessions);
         } else {
             assert!(need > 2.0 * 4096.0);
             assert!(r < 0.5, "{} sessions thrash: {r}", c.sessions);
