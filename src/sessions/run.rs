@@ -106,7 +106,9 @@ pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
         info.context_length,
         &format!("the server's context limit ({source}) of"),
     )?;
-    let page = info.page_size.unwrap_or(16).max(1);
+    // A server that states no page (llama.cpp reuses a prefix to the token) is counted
+    // token by token: possible hits stay an upper bound on what it can serve.
+    let page = info.page_size.unwrap_or(1).max(1);
     let pool = info.kv_pool_tokens;
     let backend: Arc<dyn Backend> = Arc::from(conn.backend);
     let content = crate::workload::load_content(args.corpus.as_deref(), None, None)?;
@@ -175,10 +177,14 @@ pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
         deadline: REQUEST_DEADLINE,
     };
     eprintln!(
-        "sessions: cells {:?}, {} turns each, model {}, page {page} tokens, pool {}",
+        "sessions: cells {:?}, {} turns each, model {}, page {}, pool {}",
         plan.cells,
         plan.turns,
         conn.model,
+        info.page_size
+            .map_or("unknown (hits counted to the token)".to_string(), |p| {
+                format!("{p} tokens")
+            }),
         pool.map_or("unknown".to_string(), |p| format!("{p} tokens"))
     );
     let mut cells: Vec<SessionsCellRecord> = Vec::new();

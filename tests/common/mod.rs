@@ -9,6 +9,7 @@ pub mod llama;
 pub mod proxy;
 pub mod records;
 pub mod report;
+pub mod sessions;
 pub mod sim_http;
 pub mod stash;
 pub mod text_backend;

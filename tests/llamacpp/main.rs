@@ -7,6 +7,7 @@ mod common;
 mod depth_llamacpp;
 mod llamacpp_peer;
 mod load_llamacpp;
+mod sessions_llamacpp;
 mod spec_llamacpp;
 mod trace_llamacpp;
 mod twin_check_llamacpp;

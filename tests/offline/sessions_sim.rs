@@ -5,11 +5,9 @@
 //! before any request, and `--resume`, `report` and `compare` read the file back.
 
 use crate::common;
-use clap::Parser;
 use common::sim;
-use ctxbench::cli::{Cli, Command};
 use ctxbench::sessions::record::SessionEnd;
-use ctxbench::sessions::{SessionsArgs, SessionsOutcome, execute};
+use ctxbench::sessions::{SessionsOutcome, execute};
 
 /// Cheap, fixed simulator costs (2 ms + 1M tok/s prefill, 1 ms per decode step), 16-token
 /// pages, replies kept in the cache as real servers keep them.
@@ -32,17 +30,8 @@ const SIM: &[&str] = &[
 ];
 const PAGE: u64 = 16;
 
-fn args(url: &str, flags: &[&str]) -> SessionsArgs {
-    let mut argv = vec!["ctxbench", "sessions", "--url", url];
-    argv.extend_from_slice(flags);
-    let Command::Sessions(a) = Cli::try_parse_from(argv).expect("flags parse").command else {
-        unreachable!()
-    };
-    *a
-}
-
 async fn sessions(url: &str, flags: &[&str]) -> SessionsOutcome {
-    execute(args(url, flags)).await.expect("sessions run")
+    common::sessions::run(url, flags).await
 }
 
 /// Small sessions of `turns` turns: 64-token shared system prompt, a 512-token document, then
@@ -251,7 +240,9 @@ async fn bad_input_is_refused_before_any_request() {
         (&["--max-context", "4k"][..], "--max-context"),
         (&["--first-tokens", "200k"][..], "context limit"),
     ] {
-        let e = execute(args(&server.url(), flags)).await.unwrap_err();
+        let e = execute(common::sessions::args(&server.url(), flags))
+            .await
+            .unwrap_err();
         assert!(format!("{e:#}").contains(says), "{flags:?}: {e:#}");
     }
     assert!(server.truth().is_empty(), "nothing was generated");

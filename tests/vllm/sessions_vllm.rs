@@ -11,24 +11,9 @@
 //! message plus the template's fixed markers.
 
 use crate::common;
+use common::sessions::run as sessions;
 use common::vllm::{Config, Model, VllmServer};
 use ctxbench::sessions::record::{SessionEnd, TurnRecord};
-use ctxbench::sessions::{SessionsArgs, SessionsOutcome, execute};
-
-fn args(url: &str, flags: &[&str]) -> SessionsArgs {
-    use clap::Parser;
-    use ctxbench::cli::{Cli, Command};
-    let mut argv = vec!["ctxbench", "sessions", "--url", url];
-    argv.extend_from_slice(flags);
-    let Command::Sessions(a) = Cli::try_parse_from(argv).expect("flags parse").command else {
-        unreachable!()
-    };
-    *a
-}
-
-async fn sessions(url: &str, flags: &[&str]) -> SessionsOutcome {
-    execute(args(url, flags)).await.expect("sessions run")
-}
 
 /// Sessions of four turns: 128-token shared system prompt, a 1k document, 256-token turns
 /// and 32-token replies, about 2.1k tokens at the last turn.
