@@ -18,3 +18,20 @@ pub fn args(url: &str, flags: &[&str]) -> SessionsArgs {
 pub async fn run(url: &str, flags: &[&str]) -> SessionsOutcome {
     execute(args(url, flags)).await.expect("sessions run")
 }
+
+/// Small sessions of `turns` turns: 64-token shared system prompt, a 512-token document, then
+/// 64-token turns and 16-token replies: about 800 tokens each at a fourth turn.
+pub fn small(turns: &'static str) -> Vec<&'static str> {
+    vec![
+        "--system-tokens",
+        "64",
+        "--first-tokens",
+        "512",
+        "--turn-tokens",
+        "64",
+        "--output-tokens",
+        "16",
+        "--turns",
+        turns,
+    ]
+}

@@ -12,22 +12,13 @@ use common::llama::LlamaServer;
 use common::sessions::run as sessions;
 use ctxbench::sessions::SessionsOutcome;
 
-/// Three turns: a 64-token shared system prompt, a 512-token document, 64-token turns and
-/// 16-token replies (about 750 tokens at the last turn); cells of 1, 2 and 4 sessions.
-const FLAGS: &[&str] = &[
-    "--sessions",
-    "1,2,4",
-    "--turns",
-    "3",
-    "--system-tokens",
-    "64",
-    "--first-tokens",
-    "512",
-    "--turn-tokens",
-    "64",
-    "--output-tokens",
-    "16",
-];
+/// Three turns of `small` sessions (about 750 tokens at the last turn) in cells of 1, 2
+/// and 4.
+fn flags() -> Vec<&'static str> {
+    let mut f = common::sessions::small("3");
+    f.extend(["--sessions", "1,2,4"]);
+    f
+}
 
 /// The warm turns' hit ratio of cell `n` (turn 1 left out: there llama-server served ~12
 /// tokens that no earlier turn of the cell had sent, the template's opening and the start
@@ -60,7 +51,7 @@ fn warm_ratio(out: &SessionsOutcome, n: u32) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_slots_hold_two_sessions_and_four_evict_each_other() {
     let server = LlamaServer::start_with_args(2, &[]);
-    let out = sessions(&server.url, FLAGS).await;
+    let out = sessions(&server.url, &flags()).await;
     assert_eq!(out.plan.page_tokens, 1, "llama-server states no page");
     assert_eq!(out.turns.iter().filter(|t| t.ok).count(), 3 + 6 + 12);
     // Measured here: each warm turn served all but one token of its possible hits (the
@@ -75,7 +66,7 @@ async fn two_slots_hold_two_sessions_and_four_evict_each_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_ram_cache_holds_four_sessions_on_two_slots() {
     let server = LlamaServer::start_with_args(2, &["--cache-ram", "8192"]);
-    let out = sessions(&server.url, FLAGS).await;
+    let out = sessions(&server.url, &flags()).await;
     assert!(warm_ratio(&out, 4) > 0.95);
     assert_eq!(out.capacity.thrash, None, "{}", out.capacity.line);
 }

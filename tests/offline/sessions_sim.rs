@@ -5,6 +5,7 @@
 //! before any request, and `--resume`, `report` and `compare` read the file back.
 
 use crate::common;
+use common::sessions::small;
 use common::sim;
 use ctxbench::sessions::record::SessionEnd;
 use ctxbench::sessions::{SessionsOutcome, execute};
@@ -32,23 +33,6 @@ const PAGE: u64 = 16;
 
 async fn sessions(url: &str, flags: &[&str]) -> SessionsOutcome {
     common::sessions::run(url, flags).await
-}
-
-/// Small sessions of `turns` turns: 64-token shared system prompt, a 512-token document, then
-/// 64-token turns and 16-token replies: about 800 tokens each at a fourth turn.
-fn small(turns: &'static str) -> Vec<&'static str> {
-    vec![
-        "--system-tokens",
-        "64",
-        "--first-tokens",
-        "512",
-        "--turn-tokens",
-        "64",
-        "--output-tokens",
-        "16",
-        "--turns",
-        turns,
-    ]
 }
 
 fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
