@@ -75,6 +75,19 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// SmolLM2 on every core: the accuracy test's server, which the sessions test's real
+    /// replies share (one configuration, so one start).
+    pub fn smollm2() -> Config {
+        Config {
+            model: Model::SmolLm2,
+            max_model_len: 8192,
+            all_cores: true,
+            ..Config::default()
+        }
+    }
+}
+
 /// `max_num_seqs` of the tiny model's main server, shared by the peer and twin tests: small,
 /// so the twin's calibration plan (up to the slot limit) stays short.
 pub const TINY_SLOTS: u32 = 4;

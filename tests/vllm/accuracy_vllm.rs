@@ -9,18 +9,13 @@
 
 use crate::common;
 use common::flags;
-use common::vllm::{Config, Model, VllmServer};
+use common::vllm::{Config, VllmServer};
 
 const LENGTHS: [u64; 3] = [512, 1024, 2048];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn smollm2_effective_context_agrees_across_seeds() {
-    let server = VllmServer::shared(Config {
-        model: Model::SmolLm2,
-        max_model_len: 8192,
-        all_cores: true,
-        ..Default::default()
-    });
+    let server = VllmServer::shared(Config::smollm2());
     let _alone = server.exclusive().await;
     let mut runs = Vec::new();
     for seed in ["1", "2"] {

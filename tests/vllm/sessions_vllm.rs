@@ -12,7 +12,7 @@
 
 use crate::common;
 use common::sessions::run as sessions;
-use common::vllm::{Config, Model, VllmServer};
+use common::vllm::{Config, VllmServer};
 use ctxbench::sessions::record::{SessionEnd, TurnRecord};
 
 /// Sessions of four turns: 128-token shared system prompt, a 1k document, 256-token turns
@@ -87,12 +87,7 @@ async fn sixty_four_blocks_hold_one_session_and_eight_thrash() {
 /// model stopped by itself, added by the template when it did not).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_replies_of_smollm2_are_the_next_turns_prefix() {
-    let server = VllmServer::shared(Config {
-        model: Model::SmolLm2,
-        max_model_len: 8192,
-        all_cores: true,
-        ..Default::default()
-    });
+    let server = VllmServer::shared(Config::smollm2());
     let _alone = server.exclusive().await;
     let out = sessions(
         &server.url,
