@@ -167,6 +167,16 @@ pub struct TraceRequestInfo {
     /// Fewer output tokens than `output_length` came back.
     #[serde(default)]
     pub early_stop: bool,
+    /// An agent trace's session, and the request's turn in it (1-based): it was sent after
+    /// the session's previous turn ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The cached tokens the trace recorded in production (`azure-agent`), beside what this
+    /// replay made possible and what the server reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_cached_tokens: Option<u64>,
 }
 
 /// Which cell a record belongs to: a length and either a concurrency or a rate.

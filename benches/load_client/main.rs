@@ -53,6 +53,7 @@ fn open_loop(arrival: Arrival, rate: f64, seed: u64, n: u64, pacing: Pacing) -> 
         at: ctxbench::run::schedule::schedule(arrival, rate, seed, Some(n), None),
         max_concurrency: None,
         pacing,
+        chains: None,
     }
 }
 

@@ -171,12 +171,14 @@ where
         Arrivals::Open {
             at,
             max_concurrency,
+            chains,
             ..
         } => (
             Load::Open {
                 at,
                 max_concurrency: max_concurrency.map(|m| m as usize),
                 pacing: Pacing::Thread { spin: SEND_SPIN },
+                chains,
             },
             Budget::Requests(0),
         ),

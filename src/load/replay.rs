@@ -11,8 +11,10 @@ use crate::load::args::LoadArgs;
 use crate::record::Record;
 use crate::record::load::{CellKey, LoadPlan, ShardTag, TracePlan, TraceRequestInfo};
 use crate::run;
+use crate::run::Chains;
 use crate::run::arrivals::{ArrivalPlan, Shape};
 use crate::run::shard::Shard;
+use crate::trace::agent;
 use crate::trace::blocks::Blocks;
 use crate::trace::expect::{self, Expected};
 use crate::trace::format::{self, TraceRequest};
@@ -60,14 +62,29 @@ pub fn prepare(args: &LoadArgs) -> anyhow::Result<(Vec<TraceRequest>, Option<Win
 
 /// A replay's arrival plan from its flags and the selected trace alone (no server): one
 /// open-loop cell at the trace's send times, scaled, each request in its prefix group; its
-/// cell's length is the longest input. Also each request's group.
+/// cell's length is the longest input. An agent trace's turns wait on their session's
+/// previous turn, then its delay (scaled), and a session is one group. Also each request's
+/// group.
 pub fn arrival_plan(args: &LoadArgs, requests: &[TraceRequest]) -> (ArrivalPlan, Arc<[usize]>) {
-    let groups: Arc<[usize]> =
-        groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..])).into();
+    let mut groups = groups::prefix_groups(requests.iter().map(|r| &r.hash_ids[..]));
+    let links = agent::links(requests);
+    for (i, link) in links.iter().enumerate() {
+        if let Some((j, _)) = link {
+            groups[i] = groups[*j];
+        }
+    }
+    let groups: Arc<[usize]> = groups::renumbered(&groups).into();
+    let chains = links.iter().any(Option::is_some).then(|| {
+        let scaled: Vec<_> = (links.iter())
+            .map(|l| l.map(|(j, ms)| (j, Duration::from_secs_f64(ms / 1e3 * args.time_scale))))
+            .collect();
+        Arc::new(Chains::new(&scaled).expect("a session's turns wait on the one before"))
+    });
     let plan = ArrivalPlan {
         shape: Shape::Trace {
             at: select::send_times(requests, args.time_scale),
             groups: groups.clone(),
+            chains,
         },
         requests: None,
         duration: None,
@@ -163,19 +180,32 @@ impl Shot {
         let result = self.backend.generate(&req).await;
         let ended = slot.start.elapsed().as_secs_f64();
         let mut r = request::record(self.cell, slot, ended, result);
+        let early_stop = r.ok && r.output_tokens.is_some_and(|n| n < t.output_length);
         r.trace = Some(TraceRequestInfo {
-            line: t.line,
-            trace_s: (t.timestamp_ms - self.t0_ms) / 1e3,
-            group: self.groups[i] as u64,
-            input_length: t.input_length,
-            output_length: t.output_length,
-            shared_blocks: e.shared_blocks,
-            shared_tokens: e.shared_tokens,
-            possible_cached_tokens: e.possible_cached_tokens,
-            early_stop: r.ok && r.output_tokens.is_some_and(|n| n < t.output_length),
+            early_stop,
+            ..info(t, e, self.t0_ms, self.groups[i])
         });
         r.shard = self.shard;
         Record::Request(Box::new(r))
+    }
+}
+
+/// What a request record says of its trace request: `e` what the trace made possible, `t0_ms`
+/// the first replayed request's time.
+pub(crate) fn info(t: &TraceRequest, e: Expected, t0_ms: f64, group: usize) -> TraceRequestInfo {
+    TraceRequestInfo {
+        line: t.line,
+        trace_s: (t.timestamp_ms - t0_ms) / 1e3,
+        group: group as u64,
+        input_length: t.input_length,
+        output_length: t.output_length,
+        shared_blocks: e.shared_blocks,
+        shared_tokens: e.shared_tokens,
+        possible_cached_tokens: e.possible_cached_tokens,
+        early_stop: false,
+        session_id: t.session.as_ref().map(|s| s.id.clone()),
+        turn: t.session.as_ref().map(|s| s.turn),
+        recorded_cached_tokens: t.recorded_cached_tokens,
     }
 }
 
@@ -370,6 +400,8 @@ mod tests {
             input_length: input,
             output_length: 10,
             hash_ids: vec![1],
+            session: None,
+            recorded_cached_tokens: None,
         };
         let e = check_context(&[r(1, 100), r(7, 1000)], Some(500)).unwrap_err();
         assert!(e.to_string().contains("line 7"), "{e}");

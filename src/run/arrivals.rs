@@ -3,6 +3,7 @@
 //! data, built from flags without a server; an executor (load's HTTP cells, or one in
 //! virtual time) iterates its cells and sends them.
 
+use super::chains::Chains;
 use super::schedule::{Arrival, schedule};
 use super::shard::Shard;
 use super::slot::Budget;
@@ -27,10 +28,12 @@ pub enum Shape {
     /// on the one before, so the executor asks [`ArrivalPlan::closed`] per probe.
     Knee { max: u32 },
     /// One open-loop cell at the trace's send times (offsets from its first request, scaled),
-    /// each request in a prefix group; a shard replays whole groups.
+    /// each request in a prefix group; a shard replays whole groups. An agent trace's turns
+    /// wait on their session's previous turn (`chains`; a session is one group).
     Trace {
         at: Vec<Duration>,
         groups: Arc<[usize]>,
+        chains: Option<Arc<Chains>>,
     },
 }
 
@@ -60,6 +63,8 @@ pub enum Arrivals {
         /// A trace's prefix groups (a shard takes whole groups); `None`: a shard takes
         /// every n-th arrival.
         groups: Option<Arc<[usize]>>,
+        /// Requests sent after an earlier one ends, not at their time (`run::chains`).
+        chains: Option<Arc<Chains>>,
     },
 }
 
@@ -96,7 +101,7 @@ impl ArrivalPlan {
                 .map(|(ri, &r)| self.open(li, ri, n, r))
                 .collect(),
             Shape::Knee { .. } => Vec::new(),
-            Shape::Trace { at, groups } => vec![PlannedCell {
+            Shape::Trace { at, groups, chains } => vec![PlannedCell {
                 key: CellKey {
                     context_tokens: n,
                     concurrency: None,
@@ -106,6 +111,7 @@ impl ArrivalPlan {
                     at: at.clone(),
                     max_concurrency: self.max_concurrency,
                     groups: Some(groups.clone()),
+                    chains: chains.clone(),
                 },
             }],
         }
@@ -162,6 +168,7 @@ impl ArrivalPlan {
                 at,
                 max_concurrency: self.max_concurrency,
                 groups: None,
+                chains: None,
             },
         }
     }
@@ -206,6 +213,7 @@ impl Arrivals {
                 at,
                 max_concurrency,
                 groups,
+                chains,
             } => {
                 let (mine, note): (Vec<(u64, Duration)>, _) = match &groups {
                     Some(g) => (
@@ -226,12 +234,16 @@ impl Arrivals {
                         note,
                     };
                 }
+                let indices: Arc<[u64]> = mine.iter().map(|a| a.0).collect();
+                // Whole groups are kept, and a session is one group: no link is cut.
+                let chains = chains.map(|c| Arc::new(c.among(&indices)));
                 Share::Run {
-                    indices: Some(mine.iter().map(|a| a.0).collect()),
+                    indices: Some(indices),
                     arrivals: Arrivals::Open {
                         at: mine.into_iter().map(|a| a.1).collect(),
                         max_concurrency,
                         groups,
+                        chains,
                     },
                     workers: None,
                 }
@@ -292,6 +304,7 @@ mod tests {
             at: at.clone(),
             max_concurrency: None,
             groups: None,
+            chains: None,
         };
         let Share::Run { indices, .. } = open.share(Some(s)) else {
             panic!("shard 1/2 owns some arrivals")
@@ -300,6 +313,7 @@ mod tests {
             at,
             max_concurrency: None,
             groups: Some(vec![0, 0, 0, 0, 0, 0].into()),
+            chains: None,
         };
         let both = [0, 1].map(|i| {
             matches!(

@@ -3,6 +3,7 @@
 //! one collector that writes the result file and feeds the histograms.
 
 pub mod arrivals;
+pub mod chains;
 pub mod closed;
 pub mod collector;
 pub mod hist;
@@ -14,6 +15,7 @@ pub mod slot;
 pub mod target;
 pub mod writer;
 
+pub use chains::Chains;
 pub use closed::run_jobs;
 pub use collector::Collector;
 pub use jobs::{Counted, Jobs, Released};

@@ -2,6 +2,7 @@
 //! ends) or open loop (absolute send times, optionally capped). Every request is sent and
 //! accounted for; a late send is recorded as late, never shifted or dropped.
 
+use super::chains::Chains;
 use super::closed::run_jobs;
 use super::jobs::Counted;
 pub use super::slot::{Budget, InFlight, Slot};
@@ -19,11 +20,14 @@ pub enum Load {
     /// `concurrency` workers back to back.
     Closed { concurrency: usize },
     /// Send offsets from the start (see `schedule::schedule`); with a cap, a request that
-    /// finds `max_concurrency` in flight waits for a slot (its lateness is recorded).
+    /// finds `max_concurrency` in flight waits for a slot (its lateness is recorded). With
+    /// chains, a request that waits on another is sent its delay after that one ended, and
+    /// its offset in `at` is not used.
     Open {
         at: Vec<Duration>,
         max_concurrency: Option<usize>,
         pacing: Pacing,
+        chains: Option<Arc<Chains>>,
     },
 }
 
@@ -64,32 +68,52 @@ pub async fn run<T, F, Fut>(
             at,
             max_concurrency,
             pacing,
+            chains,
         } => {
             let cap = max_concurrency.map(|n| Arc::new(Semaphore::new(n.max(1))));
+            let chains = chains.unwrap_or_default();
+            let roots: Vec<(usize, Duration)> = (at.iter().copied().enumerate())
+                .filter(|(i, _)| chains.is_root(*i))
+                .collect();
+            // A root and then each request that waits on the one before it, in one task.
             let request = move |i: usize, offset: Duration| {
-                let (send, tx, cap, in_flight) =
-                    (send.clone(), tx.clone(), cap.clone(), in_flight.clone());
+                let (send, tx, cap, in_flight, chains) = (
+                    send.clone(),
+                    tx.clone(),
+                    cap.clone(),
+                    in_flight.clone(),
+                    chains.clone(),
+                );
                 async move {
-                    // Semaphore permits are granted in FIFO order: capped requests keep
-                    // their schedule order.
-                    let _permit = match &cap {
-                        Some(c) => c.clone().acquire_owned().await.ok(),
-                        None => None,
-                    };
-                    let slot = Slot {
-                        index: i as u64,
-                        scheduled: offset,
-                        sent: start.elapsed(),
-                        start,
-                    };
-                    let out = timed(&in_flight, send(slot)).await;
-                    let _ = tx.send(out);
+                    let (mut i, mut offset) = (i, offset);
+                    loop {
+                        // Semaphore permits are granted in FIFO order: capped requests keep
+                        // their schedule order.
+                        let permit = match &cap {
+                            Some(c) => c.clone().acquire_owned().await.ok(),
+                            None => None,
+                        };
+                        let slot = Slot {
+                            index: i as u64,
+                            scheduled: offset,
+                            sent: start.elapsed(),
+                            start,
+                        };
+                        let out = timed(&in_flight, send(slot)).await;
+                        drop(permit);
+                        let _ = tx.send(out);
+                        let Some((k, delay)) = chains.next(i) else {
+                            break;
+                        };
+                        tokio::time::sleep(delay).await;
+                        (i, offset) = (k, start.elapsed());
+                    }
                 }
             };
             match pacing {
                 Pacing::Timer => {
                     let mut tasks = JoinSet::new();
-                    for (i, &offset) in at.iter().enumerate() {
+                    for (i, offset) in roots {
                         tokio::time::sleep_until(start + offset).await;
                         tasks.spawn(request(i, offset));
                         while tasks.try_join_next().is_some() {}
@@ -102,9 +126,9 @@ pub async fn run<T, F, Fut>(
                     let runtime = tokio::runtime::Handle::current();
                     let start_std = start.into_std();
                     let paced = tokio::task::spawn_blocking(move || {
-                        at.iter()
-                            .enumerate()
-                            .map(|(i, &offset)| {
+                        roots
+                            .into_iter()
+                            .map(|(i, offset)| {
                                 pace(start_std + offset, spin);
                                 runtime.spawn(request(i, offset))
                             })
@@ -178,6 +202,7 @@ mod tests {
             at: (0..n).map(|i| Duration::from_millis(10 * i)).collect(),
             max_concurrency,
             pacing: Pacing::Timer,
+            chains: None,
         }
     }
 
@@ -222,6 +247,7 @@ mod tests {
             pacing: Pacing::Thread {
                 spin: Duration::from_micros(200),
             },
+            chains: None,
         };
         let out = served(load, Budget::Requests(0), Duration::from_millis(5), 100).await;
         let indices: Vec<u64> = out.iter().map(|o| o.0.index).collect();
@@ -241,6 +267,7 @@ mod tests {
             pacing: Pacing::Thread {
                 spin: Duration::from_micros(200),
             },
+            chains: None,
         };
         let send = |_: Slot| async { panic!("the request panicked") };
         run(
@@ -269,5 +296,26 @@ mod tests {
             .collect();
         // Slots free at 100, 110, 200, 210: requests 2..5 wait for them, in order.
         assert_eq!(late, vec![0, 0, 80, 80, 160, 160]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_chained_request_goes_its_delay_after_its_predecessor_ended() {
+        let ms = Duration::from_millis;
+        let chains = Chains::new(&[None, None, Some((0, ms(50))), Some((2, ms(5)))]).unwrap();
+        let load = Load::Open {
+            // The waiting requests' own times are not used.
+            at: vec![ms(0), ms(10), ms(0), ms(0)],
+            max_concurrency: None,
+            pacing: Pacing::Timer,
+            chains: Some(Arc::new(chains)),
+        };
+        let out = served(load, Budget::Requests(0), ms(100), 100).await;
+        let sent: Vec<u64> = out.iter().map(|o| o.0.sent.as_millis() as u64).collect();
+        // 0 ends at 100, 2 goes at 150 and ends at 250, 3 goes at 255.
+        assert_eq!(sent, vec![0, 10, 150, 255]);
+        assert!(
+            out.iter().all(|o| o.0.sent == o.0.scheduled),
+            "none waited for a slot"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Reading a request trace (`--trace FILE`): one JSON object per line, validated whole
 //! before anything is sent, each problem named with its line number.
 
+use super::agent;
 use serde::Deserialize;
 use std::fmt;
 use std::path::Path;
@@ -15,6 +16,15 @@ pub enum TraceFormat {
     /// The same fields, but `hash_ids` may be left out: such a request shares nothing and
     /// gets fresh blocks of its own.
     Jsonl,
+    /// Dynamo/AIPerf's multi-turn JSONL: `session_id`, and `delay` (ms after the session's
+    /// previous turn ended) in place of a later turn's `timestamp`.
+    Dynamo,
+    /// kv-cache-tester's Claude-Code conversations: `{id, block_size, requests: [{t, in, out,
+    /// hash_ids, think_time}]}`, each call waiting on the one before it.
+    ClaudeCode,
+    /// Azure's 2026 GitHub Copilot coding-agent sessions: `{session_id, turns: [{llm_calls:
+    /// [{timestamp, duration_ms, tokens}]}]}`; block ids made from the recorded cached tokens.
+    AzureAgent,
 }
 
 impl TraceFormat {
@@ -22,6 +32,9 @@ impl TraceFormat {
         match self {
             TraceFormat::Mooncake => "mooncake",
             TraceFormat::Jsonl => "jsonl",
+            TraceFormat::Dynamo => "dynamo",
+            TraceFormat::ClaudeCode => "claude-code",
+            TraceFormat::AzureAgent => "azure-agent",
         }
     }
 }
@@ -37,6 +50,22 @@ pub struct TraceRequest {
     pub output_length: u64,
     /// One id per block of the prompt; equal ids are identical blocks.
     pub hash_ids: Vec<u64>,
+    /// An agent trace's turn: sent after its session's previous turn ended, not at
+    /// `timestamp_ms` (then the time it would have had with no service time).
+    pub session: Option<SessionTurn>,
+    /// The cached tokens the trace recorded for it in production (`azure-agent`).
+    pub recorded_cached_tokens: Option<u64>,
+}
+
+/// Where a request of an agent trace stands in its session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionTurn {
+    pub id: String,
+    /// 1-based.
+    pub turn: u32,
+    /// How long after the session's previous turn ended this one is sent, ms (0 for a
+    /// session's first turn).
+    pub delay_ms: f64,
 }
 
 impl TraceRequest {
@@ -54,6 +83,8 @@ impl TraceRequest {
             input_length,
             output_length,
             hash_ids,
+            session: None,
+            recorded_cached_tokens: None,
         }
     }
 
@@ -106,6 +137,12 @@ pub fn parse(
     if block_tokens == 0 {
         return Err(err(0, "--block-tokens must be at least 1".into()));
     }
+    match format {
+        TraceFormat::Mooncake | TraceFormat::Jsonl => {}
+        TraceFormat::Dynamo => return agent::dynamo(text, block_tokens),
+        TraceFormat::ClaudeCode => return agent::claude_code(text, block_tokens),
+        TraceFormat::AzureAgent => return agent::azure_agent(text, block_tokens),
+    }
     let mut out: Vec<TraceRequest> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -135,7 +172,7 @@ pub fn parse(
         let hash_ids = match (l.hash_ids, format) {
             (Some(ids), _) => ids,
             (None, TraceFormat::Jsonl) => fresh_ids(line, blocks),
-            (None, TraceFormat::Mooncake) => {
+            (None, _) => {
                 return Err(err(
                     line,
                     "no `hash_ids` (one id per block of the prompt); \
@@ -171,6 +208,8 @@ pub fn parse(
             input_length,
             output_length,
             hash_ids,
+            session: None,
+            recorded_cached_tokens: None,
         });
     }
     if out.is_empty() {
@@ -185,8 +224,16 @@ pub fn read(
     format: TraceFormat,
     block_tokens: u64,
 ) -> anyhow::Result<Vec<TraceRequest>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        anyhow::bail!(
+            "--trace {}: the file is gzip-compressed; gunzip it first",
+            path.display()
+        );
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| anyhow::anyhow!("--trace {}: not UTF-8 text: {e}", path.display()))?;
     parse(&text, format, block_tokens)
         .map_err(|e| anyhow::anyhow!("--trace {}: {e}", path.display()))
 }

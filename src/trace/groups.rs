@@ -34,6 +34,19 @@ pub fn prefix_groups<'a>(requests: impl IntoIterator<Item = &'a [u64]>) -> Vec<u
     groups
 }
 
+/// Groups numbered 0, 1, … again in order of each one's first request (after some were
+/// merged).
+pub fn renumbered(groups: &[usize]) -> Vec<usize> {
+    let mut seen: HashMap<usize, usize> = HashMap::new();
+    groups
+        .iter()
+        .map(|g| {
+            let next = seen.len();
+            *seen.entry(*g).or_insert(next)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

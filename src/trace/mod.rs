@@ -3,6 +3,7 @@
 //! `trace synth`. Replaying one is `load`'s (a trace is one of its arrival plans); nothing
 //! here imports from `load/`.
 
+pub mod agent;
 pub mod blocks;
 pub mod expect;
 pub mod format;

@@ -3,6 +3,7 @@
 //! that what it could hit is reckoned over all of them (`load::replay`).
 
 use super::format::TraceRequest;
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -50,17 +51,23 @@ impl Window {
     }
 }
 
-/// The requests to replay: those in `window` (in trace order), at most `limit` of them.
+/// The requests to replay: those in `window` (in trace order), at most `limit` of them. An
+/// agent trace's session is in or out whole, by its first turn's time.
 pub fn select(
     trace: Vec<TraceRequest>,
     window: Option<Window>,
     limit: Option<u64>,
 ) -> Vec<TraceRequest> {
     let t0 = trace.first().map_or(0.0, |r| r.timestamp_ms);
+    let mut started: HashMap<String, f64> = HashMap::new();
     trace
         .into_iter()
         .filter(|r| {
-            let since = Duration::from_secs_f64((r.timestamp_ms - t0) / 1e3);
+            let at = match &r.session {
+                Some(s) => *started.entry(s.id.clone()).or_insert(r.timestamp_ms),
+                None => r.timestamp_ms,
+            };
+            let since = Duration::from_secs_f64((at - t0) / 1e3);
             window.is_none_or(|w| w.holds(since))
         })
         .take(limit.map_or(usize::MAX, |n| n as usize))
@@ -87,6 +94,8 @@ mod tests {
             input_length: 1,
             output_length: 1,
             hash_ids: vec![ms as u64],
+            session: None,
+            recorded_cached_tokens: None,
         }
     }
 

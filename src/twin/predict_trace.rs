@@ -12,7 +12,7 @@ use super::output::push;
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;
 use crate::load::replay;
-use crate::record::load::{CellKey, TraceRequestInfo};
+use crate::record::load::CellKey;
 use crate::trace::blocks::Blocks;
 use crate::trace::expect;
 use crate::trace::format::TraceRequest;
@@ -137,17 +137,7 @@ impl Replay {
         for r in &mut p.requests {
             let i = r.index as usize;
             let (t, e) = (&requests[i], expected[i]);
-            r.trace = Some(TraceRequestInfo {
-                line: t.line,
-                trace_s: (t.timestamp_ms - t0_ms) / 1e3,
-                group: groups[i] as u64,
-                input_length: t.input_length,
-                output_length: t.output_length,
-                shared_blocks: e.shared_blocks,
-                shared_tokens: e.shared_tokens,
-                possible_cached_tokens: e.possible_cached_tokens,
-                early_stop: false,
-            });
+            r.trace = Some(replay::info(t, e, t0_ms, groups[i]));
         }
         push(twin, &plan, &mut out, key, p);
         Ok(out)

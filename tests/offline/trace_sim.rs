@@ -354,3 +354,94 @@ async fn a_synthesised_trace_replays_token_exact_with_its_turns_hitting() {
     }
     assert!(later_turn_hits >= lines - 6, "{later_turn_hits} of {lines}");
 }
+
+/// The three agent-trace samples (tests/fixtures/traces, written from each format's published
+/// field list; docs/traces.md names the lists): every later turn is sent no sooner than its
+/// session's previous turn ended plus its delay, and, its predecessor finished, the
+/// simulator serves exactly the prefix the trace says it could.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_traces_send_each_turn_after_its_predecessor_and_hit_its_prefix() {
+    use ctxbench::trace::format::{self, TraceFormat};
+    let _t = common::timing_lock().await;
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces");
+    for (file, fmt, format_flag, block) in [
+        ("dynamo.jsonl", TraceFormat::Dynamo, "dynamo", 512),
+        (
+            "claude-code.jsonl",
+            TraceFormat::ClaudeCode,
+            "claude-code",
+            64,
+        ),
+        (
+            "azure-agent.jsonl",
+            TraceFormat::AzureAgent,
+            "azure-agent",
+            512,
+        ),
+    ] {
+        let (s, dir, _, out) = sim_and_paths(&["--kv-pool-tokens", "1000000"]).await;
+        let trace = fixtures.join(file);
+        let requests = format::read(&trace, fmt, block).unwrap();
+        let links = ctxbench::trace::agent::links(&requests);
+        let block = block.to_string();
+        let r = ctxbench::load::execute(load_args(
+            &s.url(),
+            &[
+                "--trace",
+                trace.to_str().unwrap(),
+                "--trace-format",
+                format_flag,
+                "--block-tokens",
+                &block,
+                "--slo",
+                "",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{file} replays: {e:#}"));
+        assert_eq!(r.requests.len(), requests.len(), "{file}");
+        assert!(
+            r.requests.iter().all(|q| q.ok),
+            "{file}: every request succeeded"
+        );
+        let by_index = |i: usize| r.requests.iter().find(|q| q.index == i as u64).unwrap();
+        let mut later = 0;
+        for (i, link) in links.iter().enumerate() {
+            let q = by_index(i);
+            let info = q.trace.as_ref().unwrap();
+            let session = requests[i].session.as_ref().unwrap();
+            assert_eq!(
+                info.session_id.as_deref(),
+                Some(session.id.as_str()),
+                "{file}"
+            );
+            assert_eq!(info.turn, Some(session.turn), "{file}");
+            let Some((j, delay_ms)) = *link else { continue };
+            let ended = by_index(j).ended_s.unwrap();
+            // Both times come from one clock, the wait is a sleep of at least the delay;
+            // 1e-6 s is the records' rounding.
+            assert!(
+                q.sent_s + 1e-6 >= ended + delay_ms / 1e3,
+                "{file} line {}: sent {:.4} s, its predecessor ended {ended:.4} s, delay {delay_ms} ms",
+                info.line,
+                q.sent_s
+            );
+            assert_eq!(
+                q.cached_tokens,
+                Some(info.possible_cached_tokens),
+                "{file} line {} turn {:?}: the predecessor's prompt was cached",
+                info.line,
+                info.turn
+            );
+            // A subagent's first call shares nothing with the call it follows.
+            later += u64::from(info.possible_cached_tokens > 0);
+        }
+        assert!(
+            later >= 3,
+            "{file}: {later} later turns shared their prefix"
+        );
+        drop(dir);
+    }
+}
