@@ -73,8 +73,9 @@ pub struct LoadArgs {
     /// trace makes possible. Example: --trace mooncake_trace.jsonl --time-scale 0.5
     #[arg(long, value_name = "FILE", conflicts_with_all = ["concurrency", "rate", "find_knee", "resume"])]
     pub trace: Option<PathBuf>,
-    /// How the trace's lines are read: mooncake (every field required) or jsonl
-    /// (`hash_ids` optional: a line without shares nothing).
+    /// How the trace is read: mooncake (every field required), jsonl (`hash_ids` optional),
+    /// or an agent trace whose turns wait on their session's previous turn: dynamo,
+    /// claude-code, azure-agent (docs/traces.md, "Agent traces").
     #[arg(long, value_enum, default_value = "mooncake", requires = "trace")]
     pub trace_format: crate::trace::format::TraceFormat,
     /// Tokens per `hash_ids` block (Mooncake's traces use 512; the last block may be partial).

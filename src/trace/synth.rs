@@ -43,6 +43,14 @@ pub struct TraceLine {
     pub input_length: u64,
     pub output_length: u64,
     pub hash_ids: Vec<u64>,
+    /// Its conversation (0-based, in start order) and turn (0-based) in it.
+    #[serde(skip)]
+    pub conversation: u64,
+    #[serde(skip)]
+    pub turn: u64,
+    /// The think time drawn before this turn (0 on a first turn), ms.
+    #[serde(skip)]
+    pub think_ms: u64,
 }
 
 /// A piece of a conversation's token stream: its identity and length.
@@ -160,6 +168,7 @@ pub fn synth(p: &SynthParams) -> anyhow::Result<Vec<TraceLine>> {
         stream.retain(|&(_, len)| len > 0);
         let turns = rng.random_range(p.turns.clone());
         let mut t_ms = start.as_secs_f64() * 1e3;
+        let mut think_ms = 0.0f64;
         for turn in 0..turns {
             let user = rng.random_range(p.user_tokens.clone());
             let output = rng.random_range(p.output_tokens.clone());
@@ -184,6 +193,9 @@ pub fn synth(p: &SynthParams) -> anyhow::Result<Vec<TraceLine>> {
                     input_length: input,
                     output_length: output,
                     hash_ids: ids.ids_for(&stream, input, p.block_tokens),
+                    conversation: c,
+                    turn,
+                    think_ms: think_ms.round() as u64,
                 },
             ));
             stream.push((
@@ -193,7 +205,8 @@ pub fn synth(p: &SynthParams) -> anyhow::Result<Vec<TraceLine>> {
                 },
                 output,
             ));
-            t_ms += rng.random_range(p.think_s.clone()) * 1e3;
+            think_ms = rng.random_range(p.think_s.clone()) * 1e3;
+            t_ms += think_ms;
         }
     }
     lines.sort_by_key(|(t, c, turn, _)| (*t, *c, *turn));

@@ -14,6 +14,8 @@ use std::path::PathBuf;
   ctxbench trace synth --conversations 50 --out chat.jsonl
   ctxbench trace synth --conversations 200 --turns 2..12 --doc-tokens 16k..96k --rate 0.5 --out long.jsonl
   ctxbench load --url http://127.0.0.1:30000 --trace chat.jsonl --out replay.jsonl
+  ctxbench trace synth --conversations 1000 --format dynamo --out agents.jsonl
+  ctxbench twin predict --profile p.json --trace agents.jsonl --trace-format dynamo
 
 Each conversation: a system prompt (one of --system-prompts, shared), a document (one of
 --docs, popular ones asked about by many conversations), then turns that resend the whole
@@ -62,6 +64,45 @@ pub struct SynthArgs {
     /// Write here instead of stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The lines' format: `mooncake` (every turn at its `timestamp`) or `dynamo` (an agent
+    /// trace: `session_id`, and on a later turn `delay`, the think time after the previous
+    /// turn ended, in place of `timestamp`; replayed with `--trace-format dynamo`).
+    #[arg(long, value_enum, default_value_t = SynthFormat::Mooncake)]
+    pub format: SynthFormat,
+}
+
+/// How `trace synth` writes its lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SynthFormat {
+    Mooncake,
+    Dynamo,
+}
+
+/// A line of the `dynamo` form.
+#[derive(serde::Serialize)]
+struct SessionLine<'a> {
+    session_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay: Option<u64>,
+    input_length: u64,
+    output_length: u64,
+    hash_ids: &'a [u64],
+}
+
+impl<'a> SessionLine<'a> {
+    fn of(l: &'a TraceLine) -> Self {
+        let first = l.turn == 0;
+        SessionLine {
+            session_id: format!("s{}", l.conversation),
+            timestamp: first.then_some(l.timestamp),
+            delay: (!first).then_some(l.think_ms),
+            input_length: l.input_length,
+            output_length: l.output_length,
+            hash_ids: &l.hash_ids,
+        }
+    }
 }
 
 impl SynthArgs {
@@ -89,7 +130,11 @@ pub fn run(args: &SynthArgs) -> anyhow::Result<u8> {
     let lines = synth(&args.params())?;
     let mut text = String::new();
     for l in &lines {
-        text.push_str(&serde_json::to_string(l)?);
+        let line = match args.format {
+            SynthFormat::Mooncake => serde_json::to_string(l)?,
+            SynthFormat::Dynamo => serde_json::to_string(&SessionLine::of(l))?,
+        };
+        text.push_str(&line);
         text.push('\n');
     }
     match &args.out {
