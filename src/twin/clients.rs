@@ -2,13 +2,14 @@
 //! when its last one finished) or an open loop's schedule (optionally capped), each request
 //! followed from arrival to its last token, as `load` would have recorded it.
 
-use crate::run::Budget;
 use crate::run::arrivals::Arrivals;
+use crate::run::{Budget, Chains};
 use crate::sim::scheduler::{Emission, NewRequest, OutputKind};
 use crate::sim::virtual_time::Clients;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long after its worker saw the last token a closed loop's next request (or a capped
@@ -30,8 +31,13 @@ pub enum Pace {
     /// `workers` back to back until the budget is spent.
     Closed { workers: usize, budget: Budget },
     /// Send times (s from the cell's start); with a cap, a request finding `cap` in flight
-    /// waits for one to finish.
-    Open { at_s: Vec<f64>, cap: Option<usize> },
+    /// waits for one to finish. With chains, a request that waits on another is sent its
+    /// delay after that one's last token, its own time unused (an agent trace).
+    Open {
+        at_s: Vec<f64>,
+        cap: Option<usize>,
+        chains: Option<Arc<Chains>>,
+    },
 }
 
 /// One request as the client saw it; times in seconds from the cell's start.
@@ -62,7 +68,49 @@ enum State {
         /// When each free slot of a capped loop became free, earliest first (`None`:
         /// uncapped).
         permits: Option<VecDeque<f64>>,
+        /// An agent trace's chains; without them request `i` is the `i`-th sent.
+        chained: Option<Chained>,
     },
+}
+
+/// An open loop whose requests may wait on earlier ones.
+struct Chained {
+    chains: Arc<Chains>,
+    /// The requests sent at their own time, in time order, and how many have gone.
+    roots: Vec<usize>,
+    sent_roots: usize,
+    /// Waiting requests whose predecessor ended: (due, index), earliest first.
+    ready: VecDeque<(f64, usize)>,
+}
+
+impl Chained {
+    fn new(chains: Arc<Chains>, at_s: &[f64]) -> Chained {
+        let mut roots: Vec<usize> = (0..at_s.len()).filter(|&i| chains.is_root(i)).collect();
+        roots.sort_by(|a, b| at_s[*a].total_cmp(&at_s[*b]));
+        Chained {
+            chains,
+            roots,
+            sent_roots: 0,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// The next request due, and its time: a root or a ready one, whichever is earlier.
+    fn next(&self, at_s: &[f64]) -> Option<(f64, usize)> {
+        let root = self.roots.get(self.sent_roots).map(|&i| (at_s[i], i));
+        match (root, self.ready.front().copied()) {
+            (Some(r), Some(w)) => Some(if w.0 < r.0 { w } else { r }),
+            (r, w) => r.or(w),
+        }
+    }
+
+    fn take(&mut self, index: usize) {
+        if self.ready.front().is_some_and(|w| w.1 == index) {
+            self.ready.pop_front();
+        } else {
+            self.sent_roots += 1;
+        }
+    }
 }
 
 /// A cell's clients, recording every request's outcome.
@@ -71,6 +119,8 @@ pub struct CellClients<P> {
     prompts: P,
     seed: u64,
     outcomes: Vec<Outcome>,
+    /// Each request's place in `outcomes` (send order), by its index.
+    place: Vec<usize>,
     /// How late each request reaches the engine after it is sent (`jittered`); none by
     /// default.
     jitter: Option<Jitter>,
@@ -114,7 +164,8 @@ impl<P: Prompts> CellClients<P> {
                     .collect(),
                 budget,
             },
-            Pace::Open { at_s, cap } => State::Open {
+            Pace::Open { at_s, cap, chains } => State::Open {
+                chained: chains.map(|c| Chained::new(c, &at_s)),
                 at_s,
                 permits: cap.map(|c| vec![0.0; c.max(1)].into()),
             },
@@ -124,6 +175,7 @@ impl<P: Prompts> CellClients<P> {
             prompts,
             seed,
             outcomes: Vec::new(),
+            place: Vec::new(),
             jitter: None,
         }
     }
@@ -141,11 +193,15 @@ impl<P: Prompts> CellClients<P> {
                 v.sort_by(f64::total_cmp);
                 *free = v.into();
             }
-            State::Open { at_s, .. } => {
+            State::Open { at_s, chained, .. } => {
                 for t in at_s.iter_mut() {
                     *t = late(*t);
                 }
-                at_s.sort_by(f64::total_cmp);
+                match chained {
+                    // Each request keeps its own (jittered) time.
+                    Some(c) => *c = Chained::new(c.chains.clone(), at_s),
+                    None => at_s.sort_by(f64::total_cmp),
+                }
             }
         }
         self.jitter = Some(jitter);
@@ -157,8 +213,8 @@ impl<P: Prompts> CellClients<P> {
         self.outcomes
     }
 
-    /// The next request's (scheduled, arrival) times, if one is due.
-    fn next(&self) -> Option<(f64, f64)> {
+    /// The next request's (scheduled, arrival) times and its index, if one is due.
+    fn next(&self) -> Option<(f64, f64, usize)> {
         let i = self.outcomes.len();
         match &self.state {
             State::Closed { free, budget } => {
@@ -167,49 +223,77 @@ impl<P: Prompts> CellClients<P> {
                     Budget::Requests(n) => (i as u64) < *n,
                     Budget::Duration(d) => t < d.as_secs_f64(),
                 };
-                more.then_some((t, t))
+                more.then_some((t, t, i))
             }
-            State::Open { at_s, permits } => {
-                let at = *at_s.get(i)?;
+            State::Open {
+                at_s,
+                permits,
+                chained,
+            } => {
+                let (at, i) = match chained {
+                    Some(c) => c.next(at_s)?,
+                    None => (*at_s.get(i)?, i),
+                };
                 match permits {
-                    None => Some((at, at)),
-                    Some(p) => Some((at, at.max(*p.front()?))),
+                    None => Some((at, at, i)),
+                    Some(p) => Some((at, at.max(*p.front()?), i)),
                 }
             }
         }
     }
 
-    fn release(&mut self, at_s: f64) {
+    /// Request `index` ended at `at_s`: its worker or slot is free, and a request waiting
+    /// on it is due its delay later.
+    fn release(&mut self, index: usize, at_s: f64) {
         let late = self.jitter.as_mut().map_or(0.0, Jitter::draw);
         let t = at_s + CLIENT_GAP_S + late;
         match &mut self.state {
             State::Closed { free, .. } => insert_sorted(free, t),
             State::Open {
-                permits: Some(p), ..
-            } => insert_sorted(p, t),
-            State::Open { permits: None, .. } => {}
+                permits, chained, ..
+            } => {
+                if let Some(p) = permits {
+                    insert_sorted(p, t);
+                }
+                if let Some(c) = chained
+                    && let Some((k, delay)) = c.chains.next(index)
+                {
+                    let due = t + delay.as_secs_f64();
+                    let at = c.ready.partition_point(|w| w.0 <= due);
+                    c.ready.insert(at, (due, k));
+                }
+            }
         }
     }
 }
 
 impl<P: Prompts> Clients for CellClients<P> {
     fn next_arrival_s(&self) -> Option<f64> {
-        self.next().map(|(_, arrival)| arrival)
+        self.next().map(|(_, arrival, _)| arrival)
     }
 
     fn arrive(&mut self) -> (NewRequest, Option<f64>) {
-        let (scheduled_s, sent_s) = self.next().expect("an arrival is due");
+        let (scheduled_s, sent_s, i) = self.next().expect("an arrival is due");
         match &mut self.state {
             State::Closed { free, .. } => {
                 free.pop_front();
             }
-            State::Open { permits, .. } => {
+            State::Open {
+                permits, chained, ..
+            } => {
                 if let Some(p) = permits {
                     p.pop_front();
                 }
+                if let Some(c) = chained {
+                    c.take(i);
+                }
             }
         }
-        let index = self.outcomes.len() as u64;
+        if self.place.len() <= i {
+            self.place.resize(i + 1, usize::MAX);
+        }
+        self.place[i] = self.outcomes.len();
+        let index = i as u64;
         let (prompt, output) = self.prompts.request(index);
         self.outcomes.push(Outcome {
             index,
@@ -230,7 +314,7 @@ impl<P: Prompts> Clients for CellClients<P> {
     }
 
     fn on_output(&mut self, em: &Emission) {
-        let o = &mut self.outcomes[em.id as usize];
+        let o = &mut self.outcomes[self.place[em.id as usize]];
         match (em.kind, o.last_s) {
             (OutputKind::First, _) | (_, None) => o.first_s = Some(em.at_s),
             (_, Some(last)) if em.tokens > 0 => {
@@ -245,7 +329,7 @@ impl<P: Prompts> Clients for CellClients<P> {
         o.preemptions = em.preemptions;
         if em.finished {
             o.finished_s = Some(em.at_s);
-            self.release(em.at_s);
+            self.release(em.id as usize, em.at_s);
         }
     }
 }
@@ -290,10 +374,12 @@ pub fn pace(arrivals: &Arrivals) -> Pace {
         Arrivals::Open {
             at,
             max_concurrency,
+            chains,
             ..
         } => Pace::Open {
             at_s: at.iter().map(Duration::as_secs_f64).collect(),
             cap: max_concurrency.map(|m| m as usize),
+            chains: chains.clone(),
         },
     }
 }
@@ -347,6 +433,7 @@ mod tests {
         let open = || Pace::Open {
             at_s: (0..32).map(|i| f64::from(i) * 0.003).collect(),
             cap: None,
+            chains: None,
         };
         let plain = sends(open(), None);
         let late = sends(open(), Some(7));
@@ -368,6 +455,31 @@ mod tests {
         assert_ne!(late, plain);
         assert_eq!(sends(closed(), Some(7)), late, "one seed, one schedule");
         assert_ne!(sends(closed(), Some(8)), late);
+    }
+
+    #[test]
+    fn a_chained_request_arrives_its_delay_after_its_predecessor_finished() {
+        use crate::sim::scheduler::Scheduler;
+        let chains = Chains::new(&[None, None, Some((0, Duration::from_millis(50)))]).unwrap();
+        let pace = Pace::Open {
+            // Request 2's own time (0) is not used.
+            at_s: vec![0.0, 0.01, 0.0],
+            cap: None,
+            chains: Some(Arc::new(chains)),
+        };
+        let mut c = CellClients::new(pace, fresh(1), 0);
+        let mut sched = Scheduler::new(crate::twin::known::test_engine());
+        crate::sim::virtual_time::drive(&mut sched, &mut c, &mut crate::sim::virtual_time::NoHooks);
+        let o = c.into_outcomes();
+        let order: Vec<u64> = o.iter().map(|o| o.index).collect();
+        assert_eq!(order, [0, 1, 2], "sent in time order");
+        let ended = o[0].finished_s.unwrap();
+        assert!(
+            (o[2].sent_s - (ended + CLIENT_GAP_S + 0.05)).abs() < 1e-12,
+            "{} after {ended}",
+            o[2].sent_s
+        );
+        assert!(o.iter().all(|o| o.finished_s.is_some()));
     }
 
     #[test]
