@@ -84,7 +84,7 @@ fn predict_with_bands(
     args: &LoadArgs,
     no_band: bool,
 ) -> anyhow::Result<crate::load::LoadResult> {
-    let b = crate::twin::uncertainty::banded::predict(twin, args, no_band)?;
+    let b = crate::twin::uncertainty::banded::predict_banded(twin, args, no_band)?;
     for u in &b.unknown {
         eprintln!("warning: {}", u.warning);
     }

@@ -35,7 +35,7 @@ pub use render::check_html::render as check_html;
 pub use render::profile::render as render_profile;
 pub use render::whatif::render as render_whatif;
 pub use uncertainty::band::bands;
-pub use uncertainty::banded::predict as predict_banded;
+pub use uncertainty::banded::predict_banded;
 pub use uncertainty::schedule::{leans_on_schedule, schedule_warnings};
 pub use uncertainty::unknowns::unknowns;
 pub use whatif::{Outcome as WhatifOutcome, configured, run as whatif, write as write_whatif};

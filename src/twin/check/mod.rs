@@ -1,16 +1,17 @@
 //! `ctxbench twin check`: predict exactly the cells (or the trace) of measured load files
 //! and hold each figure to its measurement: the twin's honesty, on the user's own server.
 //! Several files of one plan are repeated measurements: their spread widens the bounds
-//! (`figures.rs`) and is shown beside the error.
+//! (`compare.rs`) and is shown beside the error.
 
-pub(crate) mod compare;
+mod compare;
 
 use crate::load::{LoadResult, merge};
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
 use crate::resultfile::ResultFile;
 use crate::twin::model::figure::Figure;
 use crate::twin::model::twin::Twin;
-use crate::twin::predict::plan::predict_cell;
+use crate::twin::predict::plan::{predict_cells, timeout_s};
+use crate::twin::uncertainty::banded::predict_banded_by;
 use compare::{Compared, compare};
 use std::path::Path;
 
@@ -132,9 +133,8 @@ pub fn check(
         Some(plan) => predict_replay(t, first, plan, trace, timeout_s),
         None => predict_cells(t, first, timeout_s),
     };
-    let mut predicted = run(twin)?;
-    let unknown = crate::twin::uncertainty::unknowns::unknowns(twin, &predicted);
-    let moves = crate::twin::uncertainty::band::bands(twin, &mut predicted, &unknown, run)?;
+    let banded = predict_banded_by(twin, run)?;
+    let (predicted, moves) = (banded.result, banded.moves.unwrap_or_default());
     let hits = |r: &LoadResult| {
         let plan = r.plan.trace.as_ref()?;
         crate::trace::hits::summarise(plan, &r.requests, &r.cells).observed_ratio
@@ -202,34 +202,6 @@ fn unknowns_of(twin: &Twin, r: &LoadResult, c: &CellRecord) -> Vec<&'static str>
         .collect();
     terms.dedup();
     terms
-}
-
-/// The measured run's request timeout, for the predicted requests (600 s where the run's
-/// was not a number of seconds).
-pub(crate) fn timeout_s(m: &LoadResult) -> f64 {
-    m.run.config.timeout.parse::<f64>().unwrap_or(600.0)
-}
-
-/// Every measured cell of a load plan, predicted.
-pub(crate) fn predict_cells(
-    twin: &Twin,
-    m: &LoadResult,
-    timeout_s: f64,
-) -> anyhow::Result<LoadResult> {
-    let mut out = LoadResult {
-        cells: Vec::new(),
-        knees: Vec::new(),
-        requests: Vec::new(),
-        server_metrics: Vec::new(),
-        gpu_metrics: Vec::new(),
-        run: m.run.clone(),
-        plan: m.plan.clone(),
-    };
-    for c in &m.cells {
-        let p = predict_cell(twin, &m.plan, c.cell, timeout_s)?;
-        crate::twin::predict::records::push(twin, &m.plan, &mut out, c.cell, p);
-    }
-    Ok(out)
 }
 
 /// The measured replay, predicted: the trace it names (or `trace`), selected and timed as

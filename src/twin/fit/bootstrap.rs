@@ -3,7 +3,7 @@
 //! requests, the mixed steps, drawn with replacement: the coefficients' uncertainty, the
 //! interference's included), and the host's
 //! run-to-run spread (the sweep repetitions' scatter). A run's own spread at the predicted
-//! cell's size is measured beside the in-sample check (`runspread.rs`, via `insample.rs`).
+//! cell's size is measured beside the in-sample check (`model/runspread.rs`, via `measure/insample.rs`).
 //! Seeded: one calibration gives one profile.
 
 use crate::stats::{median, quantile};

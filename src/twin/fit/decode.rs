@@ -1,7 +1,7 @@
 //! The decode law's batch terms: d1 and the batch-1 intercept from the sweep, the
 //! per-decoding-request cost d2 from the closed-loop cells' steps labelled by batch
-//! (`steps.rs`), whose median gap at batch b is I + d2·(b−1) + d1·Σcontext, and d0 = I − d2.
-//! Split from `fit.rs`: the batch law's estimators, their intervals, and when they are
+//! (`batch_steps.rs`), whose median gap at batch b is I + d2·(b−1) + d1·Σcontext, and d0 = I − d2.
+//! Split from `laws.rs`: the batch law's estimators, their intervals, and when they are
 //! unidentified (bimodal cells, an interval reaching zero, no batch ≥ 2 measured).
 
 use crate::fit::DecodeStepFit;

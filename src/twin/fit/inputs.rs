@@ -1,6 +1,6 @@
 //! What `twin fit` reads from result files: the sweep's per-length medians (prefill and
 //! batch-1 decode), the closed-loop load cells' decode steps labelled by the batch that ran
-//! them (`steps.rs`), the run record's target, and speculative acceptance where measured.
+//! them (`batch_steps.rs`), the run record's target, and speculative acceptance where measured.
 //! Each keeps the repetitions it rests on, for the bootstrap (`bootstrap.rs`).
 
 use crate::record::Sample;

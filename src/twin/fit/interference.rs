@@ -1,4 +1,4 @@
-//! The interference term from the mixed steps (`mixed.rs`): a prompt prefilled beside k
+//! The interference term from the mixed steps (`mixed_steps.rs`): a prompt prefilled beside k
 //! decoding requests costs (1 + x·k) times its prefill alone. Each step gives
 //! y = step − decode part − prefill alone = x · k · prefill alone, with the prefill alone
 //! the median TTFT of the same prompt length sent alone in the mixed trace (the same host

@@ -1,9 +1,9 @@
 //! `twin fit`'s arithmetic: from the gathered records to a profile. The prefill law
 //! (TTFT = t0 + n/p0 + q·n²/2) and the batch-1 decode law (step = I + d1·context) come from
 //! the sweep through `crate::fit`; the per-decoding-request cost d2 from the closed-loop
-//! cells' steps labelled by batch (`steps.rs`), whose median gap at batch b is
-//! I + d2·(b−1) + d1·Σcontext (`fit_decode.rs`); the interference of a prefill beside
-//! decoding requests from the mixed cells' steps (`fit_mixed.rs`). A term the data cannot
+//! cells' steps labelled by batch (`batch_steps.rs`), whose median gap at batch b is
+//! I + d2·(b−1) + d1·Σcontext (`decode.rs`); the interference of a prefill beside
+//! decoding requests from the mixed cells' steps (`interference.rs`). A term the data cannot
 //! pin down is marked unidentified; a number that is not finite is an error naming it.
 //! Pure: no I/O.
 

@@ -1,8 +1,8 @@
 //! Mixed steps as the client saw them: a prompt prefilled in one step beside k requests
 //! that were decoding through it. The decoders' inter-token gap that ends with the prompt's
 //! first token is that step (calibration's mixed cells hold k requests decoding and send one
-//! prompt beside them, `calibrate.rs`); its length, less what the prefill alone and the
-//! decode part cost, is the interference `fit_mixed.rs` fits.
+//! prompt beside them, `measure/calibrate.rs`); its length, less what the prefill alone and the
+//! decode part cost, is the interference `interference.rs` fits.
 
 use crate::record::load::RequestRecord;
 use crate::stats::median;

@@ -4,17 +4,18 @@
 //! linear — will be in every prediction too, so each figure's in-sample error joins the
 //! server's spread that the bands rest on, and the profile says how large it was. The same
 //! prediction, request by request against the measured cells, gives one run's own spread
-//! over a block of requests (`runspread.rs`), which the bands scale to each predicted
+//! over a block of requests (`model/runspread.rs`), which the bands scale to each predicted
 //! cell's size.
 
 use crate::load::LoadResult;
 use crate::record::load::CellRecord;
 use crate::resultfile::ResultFile;
-use crate::twin::check::{check, predict_cells, timeout_s};
+use crate::twin::check::check;
 use crate::twin::model::figure::Figure;
 use crate::twin::model::profile::Profile;
 use crate::twin::model::runspread::{self, RunSpread};
 use crate::twin::model::twin::Twin;
+use crate::twin::predict::plan::{predict_cells, timeout_s};
 use std::path::Path;
 
 /// `profile` with its spread widened by its in-sample error per figure (the root mean

@@ -1,10 +1,10 @@
 //! Calibration's mixed cells laid out as a request trace (`load --trace`, jsonl): k
 //! requests with short prompts and long outputs start together, and once they decode, one
 //! prompt of P tokens at a time is sent beside them, each after the last one's prefill has
-//! surely ended. The decoders' stalls are the mixed steps `mixed.rs` reads. The times come
+//! surely ended. The decoders' stalls are the mixed steps `fit/mixed_steps.rs` reads. The times come
 //! from the step model fitted so far (sweep and closed-loop cells), with margins, so that
 //! neither the decoders nor the prompts overlap what they should not; where the server is
-//! slower than planned, `mixed.rs` leaves the disturbed steps out.
+//! slower than planned, `fit/mixed_steps.rs` leaves the disturbed steps out.
 
 use crate::twin::model::profile::Coefficients;
 use serde_json::json;

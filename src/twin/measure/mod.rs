@@ -3,4 +3,4 @@
 
 pub(crate) mod calibrate;
 pub(crate) mod insample;
-pub(crate) mod mixed_plan;
+mod mixed_plan;

@@ -1,16 +1,8 @@
 //! How much one run of a cell moves from the next, measured on the real server rather than
-//! read off the twin's own requests. The twin's requests are a deterministic schedule (the
-//! 5th of 8 clients always waits for four prefills), so resampling them measures the
-//! schedule, not the server. Calibration's closed-loop cells are held against the twin's
-//! in-sample prediction of the same requests (matched by send order), in blocks of
-//! `BLOCK` consecutive requests: per block, the log of each figure measured over predicted.
-//! The schedule cancels in the ratio; what is left moves from block to block only by the
-//! server's and the host's noise over that many requests. The blocks' scatter about their
-//! cell's mean (pooled over cells, so that the cells' own biases — the model's error, which
-//! the in-sample widening carries — do not count) is the spread of a figure over `BLOCK`
-//! requests; a cell of n requests averages n / `BLOCK` blocks, so `band.rs` scales it by
-//! √(`BLOCK` / n). The tail (p99 of a block is its slowest request) is not averaged down:
-//! a p99 over more requests is still one request's luck.
+//! read off the twin's own (deterministic) requests: calibration's closed-loop cells held
+//! request by request against the twin's prediction of them, in blocks of `BLOCK`; the
+//! blocks' pooled scatter is a figure's spread over `BLOCK` requests, which the bands scale
+//! to each cell's size. The method: docs/twin.md, "Bands: what they rest on", term 3.
 
 use crate::record::load::RequestRecord;
 use crate::stats::quantile;

@@ -14,7 +14,7 @@ pub struct Twin {
     pub engine: EngineConfig,
     /// `None`: requests reach the engine as their clients send them. `Some(seed)`: each
     /// up to one batch-1 decode step later, drawn from `seed` (`CellClients::jittered`):
-    /// one of the schedules the bands look over (`band.rs`).
+    /// one of the schedules the bands look over (`uncertainty/band.rs`).
     pub schedule: Option<u64>,
 }
 

@@ -2,7 +2,7 @@
 //! run against the profile's engine in virtual time, each cell on a fresh engine, its
 //! requests made as `load` makes them (same lengths, output tokens, budgets and seeded
 //! arrivals: load's own `run::arrivals` plan, iterated here instead of over HTTP).
-//! Traces are in `predict_trace.rs`; the records are load's own (`output.rs`).
+//! Traces are in `trace.rs`; the records are load's own (`records.rs`).
 
 use crate::lengths::parse_lengths;
 use crate::load::args::LoadArgs;
@@ -130,6 +130,30 @@ pub fn predict_cell(
         }
     };
     Ok(run_cell(twin, plan, &cell, timeout_s))
+}
+
+/// The measured run's request timeout, for the predicted requests (600 s where the run's
+/// was not a number of seconds).
+pub fn timeout_s(m: &LoadResult) -> f64 {
+    m.run.config.timeout.parse::<f64>().unwrap_or(600.0)
+}
+
+/// Every measured cell of a load plan, predicted.
+pub fn predict_cells(twin: &Twin, m: &LoadResult, timeout_s: f64) -> anyhow::Result<LoadResult> {
+    let mut out = LoadResult {
+        cells: Vec::new(),
+        knees: Vec::new(),
+        requests: Vec::new(),
+        server_metrics: Vec::new(),
+        gpu_metrics: Vec::new(),
+        run: m.run.clone(),
+        plan: m.plan.clone(),
+    };
+    for c in &m.cells {
+        let p = predict_cell(twin, &m.plan, c.cell, timeout_s)?;
+        push(twin, &m.plan, &mut out, c.cell, p);
+    }
+    Ok(out)
 }
 
 /// One planned cell of fresh prompts (each its own nonce), on a fresh engine.

@@ -44,7 +44,7 @@ pub struct Replay {
     /// The cell's length: the longest input (a sample keeps its whole replay's).
     longest: u64,
     /// A sample's requests whose figures count (the others lead its slices in,
-    /// `band_sample.rs`); `None`: every request.
+    /// `uncertainty/sample.rs`); `None`: every request.
     measured: Option<Vec<bool>>,
     /// Every block's tokens, made once for every prediction of the replay (and its sample).
     blocks: Arc<Blocks>,

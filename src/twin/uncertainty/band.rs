@@ -1,41 +1,9 @@
 //! Every predicted figure's 90 % prediction interval: where one run of the predicted cell
-//! on the real server will land, nine times in ten. Three independent parts, each a
-//! relative standard deviation (of the figure's log: noise on a time or a rate is a
-//! factor, 30 % slower is not as far as 30 % faster), are added in quadrature, and the band
-//! is the prediction × e^(±1.645 σ):
-//!
-//! - the coefficients' uncertainty: the prediction run again on each bootstrap replicate
-//!   of the step model (the profile's `uncertainty.replicates`), their spread and their
-//!   mean's offset from the point;
-//! - the host and the model (`uncertainty.spread`): the sweep repetitions' scatter, and the
-//!   profile's in-sample error on its own calibration cells (`insample.rs`) — what the
-//!   fitted model cannot reproduce there, and the host's moves between sweep and cells,
-//!   are in every prediction too;
-//! - one run's own luck at the predicted cell's size (`uncertainty.run`, `runspread.rs`):
-//!   calibration's cells held request by request against the twin's prediction of them, in
-//!   blocks of 4; the blocks' scatter is a figure's spread over 4 requests, and a cell of
-//!   n requests has √(4 / n) of it (its tail, p99, does not average down).
-//!
-//!   Beyond the calibrated concurrency the measured cells never queued, so that term cannot
-//!   see how much a queueing cell's figures move with which requests wait: the predicted
-//!   cell's requests resampled (`bootstrap::request_spread`) estimate the same luck from
-//!   the prediction, and the larger of the two is taken (on the simulator two runs of a
-//!   c=8 cell on 4 slots had TTFT p50 584 and 653 ms, a spread the c ≤ 4 blocks put at
-//!   0.1 %).
-//!
-//! Where the prediction leans on a term the calibration did not identify (`envelope.rs`
-//! says which), the band is also stretched over the predictions at that term's interval
-//! ends, each ± the same spread, so that it still covers.
-//!
-//! And over [`SCHEDULES`] other schedules of the same clients: the twin puts each request
-//! at the next step's start, where a real server's request handling (parsing, tokenizing,
-//! the hand-off to its engine loop) lands it anywhere in a step, so each request is
-//! jittered by up to one batch-1 decode step (`Twin::schedule`). Most cells move by a per
-//! cent or two; some take another path — llama-server at 2 slots and 4 clients decodes its
-//! pairs in lockstep (TPOT p50 2 ms) or staggered behind each other's prefill (6 ms),
-//! run to run — and the band then spans both. How far each figure moves over them is
-//! returned ([`ScheduleMoves`]): a figure that moves beyond its bound leans on which path
-//! the server takes, which no calibration identifies.
+//! on the real server will land, nine times in ten. The prediction × e^(±1.645 σ), σ the
+//! coefficients' (bootstrap replicates), the host's and one run's spread in quadrature,
+//! stretched over the unidentified terms' alternatives and the jittered schedules; how
+//! far the schedules moved each figure is returned ([`ScheduleMoves`]). The method and its
+//! measured figures: docs/twin.md, "Bands: what they rest on".
 
 use crate::load::LoadResult;
 use crate::record::load::{CellBand, CellKey, CellRecord, Interval, TpotBand, TtftBand};

@@ -1,7 +1,7 @@
-//! A prediction with its bands, as `twin predict` and `twin whatif` make them: the point,
-//! what it leans on that calibration did not identify, and the bands' reruns — of the
-//! whole plan, or of a long trace's sample (`band_sample.rs`), the trace read once for the
-//! point and every rerun.
+//! A prediction with its bands, the one sequence `twin predict`, `twin check` and `twin
+//! whatif` share: the point, what it leans on that calibration did not identify, and the
+//! bands' reruns — of the whole plan, or of a long trace's sample (`sample.rs`), the trace
+//! read once for the point and every rerun.
 
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;
@@ -24,11 +24,28 @@ pub struct Banded {
 }
 
 /// Predict `args` on `twin`, with each cell's band unless `no_band`.
-pub fn predict(twin: &Twin, args: &LoadArgs, no_band: bool) -> anyhow::Result<Banded> {
+pub fn predict_banded(twin: &Twin, args: &LoadArgs, no_band: bool) -> anyhow::Result<Banded> {
     let mut b = point(twin, args)?;
     if !no_band {
         band(twin, args, &mut b)?;
     }
+    Ok(b)
+}
+
+/// [`predict_banded`] of a plan `run` predicts on any twin (`twin check`: a measured file's
+/// cells or replay): the point on `twin`, then each cell's band from `run` on the reruns'.
+pub fn predict_banded_by(
+    twin: &Twin,
+    run: impl Fn(&Twin) -> anyhow::Result<LoadResult> + Sync,
+) -> anyhow::Result<Banded> {
+    let result = run(twin)?;
+    let mut b = Banded {
+        unknown: unknowns::unknowns(twin, &result),
+        result,
+        moves: None,
+        replay: None,
+    };
+    b.moves = Some(band::bands(twin, &mut b.result, &b.unknown, run)?);
     Ok(b)
 }
 

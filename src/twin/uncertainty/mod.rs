@@ -4,8 +4,8 @@
 
 pub(crate) mod band;
 pub(crate) mod banded;
-pub(crate) mod reruns;
-pub(crate) mod sample;
+mod reruns;
+mod sample;
 pub(crate) mod schedule;
 pub(crate) mod threads;
 pub(crate) mod unknowns;

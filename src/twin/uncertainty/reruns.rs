@@ -1,6 +1,6 @@
 //! Which predictions a band reruns, and when a sampled band stops. A whole plan's band
 //! reruns every bootstrap replicate, every unidentified term's alternative and every
-//! jittered schedule at once. A long trace's sampled band (`band_sample.rs`) spares the
+//! jittered schedule at once. A long trace's sampled band (`sample.rs`) spares the
 //! reruns that would not move it: the schedules after the first [`FIRST_SCHEDULES`]
 //! only where the first moved a figure by half its `twin check` bound, and the replicates
 //! in rounds of [`ROUND`] after the first [`FIRST_REPLICATES`], until a round moves no band
@@ -28,7 +28,7 @@ pub const FIRST_SCHEDULES: u64 = 4;
 pub struct Reruns<'a> {
     /// The plan predicted on another twin: the whole plan, or a sample of it.
     pub predict: &'a (dyn Fn(&Twin) -> anyhow::Result<LoadResult> + Sync),
-    /// `predict` predicts a sample of the plan (`band_sample.rs`): the sample is also
+    /// `predict` predicts a sample of the plan (`sample.rs`): the sample is also
     /// predicted on the twin itself, and each rerun's figure is taken relative to that and
     /// applied to the point.
     pub sampled: bool,

@@ -1,15 +1,8 @@
-//! Bands for a long trace from a sample of it. Each of a band's reruns (a bootstrap
-//! replicate, an unidentified term's alternative, a jittered schedule) is a whole
-//! prediction; over an hour of trace forty of them take minutes. What a band needs of a
-//! rerun is how far it moves each figure from the point, and that a sample of the trace
-//! shows: the sample is predicted on the twin itself and on each rerun's twin, and each
-//! rerun's figure is the hour's point × (sample on the rerun / sample on the twin).
-//!
-//! The sample: the replay cut into [`SLICES`] equal strata of requests; in the middle of
-//! each, a slice of [`SLICE_REQUESTS`] consecutive requests, led in by the [`LEAD_IN_MS`]
-//! of trace before it, which run (filling the engine's queue and prefix cache as the hour
-//! had them there) but count in no figure. The slices follow each other at the trace's
-//! mean gap between requests, in one replay.
+//! Bands for a long trace from a sample of it: each rerun predicts [`SLICES`] slices of
+//! [`SLICE_REQUESTS`] requests (each led in by [`LEAD_IN_MS`] of trace that counts in no
+//! figure) instead of the whole hour, and its figure is the hour's point × (sample on the
+//! rerun / sample on the twin). The method and its timings: docs/twin.md, "Bands of a long
+//! trace".
 
 use crate::trace::format::TraceRequest;
 use crate::twin::predict::trace::Replay;

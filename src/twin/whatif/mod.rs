@@ -4,7 +4,7 @@
 //! configuration leaves what was calibrated said.
 
 use crate::twin::model::twin::Twin;
-pub(crate) mod outcome;
+mod outcome;
 
 use crate::load::LoadResult;
 use crate::load::args::LoadArgs;

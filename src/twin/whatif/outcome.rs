@@ -1,4 +1,5 @@
-//! `Config` and `Outcome` apart from `whatif`, so `whatif_cost` can render them without a cycle.
+//! One configuration of `twin whatif` and its prediction: the data the comparison and its
+//! rendering (`render/whatif.rs`) share.
 
 use crate::load::LoadResult;
 use crate::load::knob::Knob;
