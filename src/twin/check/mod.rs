@@ -217,25 +217,20 @@ fn predict_replay(
     if !Path::new(&file).exists() {
         anyhow::bail!("the measured replay's trace {file} is not there; give it with --trace FILE");
     }
-    let mut argv: Vec<String> = ["--trace", &file, "--trace-format", &t.format]
-        .map(String::from)
-        .into();
-    let mut flag = |k: &str, v: String| argv.extend([k.to_string(), v]);
-    flag("--block-tokens", t.block_tokens.to_string());
-    flag("--time-scale", t.time_scale.to_string());
-    flag("--seed", m.plan.seed.to_string());
-    flag("--timeout", timeout_s.to_string());
-    if let Some(n) = t.limit {
-        flag("--trace-limit", n.to_string());
-    }
-    if let Some(w) = &t.window {
-        flag("--trace-window", w.clone());
-    }
-    if let Some(n) = m.plan.max_concurrency {
-        flag("--max-concurrency", n.to_string());
-    }
-    let args: crate::load::args::LoadArgs = crate::twin::args::parse("load", argv)
-        .map_err(|e| anyhow::anyhow!("the measured replay's plan: {e}"))?;
+    // Load's defaults for the rest, then the measured plan's values as they are.
+    let plan_error = |e: &dyn std::fmt::Display| anyhow::anyhow!("the measured replay's plan: {e}");
+    let mut args: crate::load::args::LoadArgs =
+        crate::twin::args::parse("load", vec!["--trace".into(), file])
+            .map_err(|e| plan_error(&e))?;
+    args.trace_format = clap::ValueEnum::from_str(&t.format, false)
+        .map_err(|e| plan_error(&format!("--trace-format {}: {e}", t.format)))?;
+    args.block_tokens = t.block_tokens;
+    args.time_scale = t.time_scale;
+    args.seed = m.plan.seed;
+    args.timeout = timeout_s;
+    args.trace_limit = t.limit;
+    args.trace_window = t.window.clone();
+    args.max_concurrency = m.plan.max_concurrency;
     let mut r = crate::twin::predict::trace::execute(twin, &args)?;
     // Goodput under the SLOs the measurement was held to.
     r.plan.slo = m.plan.slo;
