@@ -4,7 +4,8 @@
 //! - `predict`: a load plan or trace run on that engine in virtual time, as load's records;
 //! - `uncertainty`: what a prediction leans on unidentified, and each figure's 90 % band;
 //! - `check`: predictions held to measured files; `whatif`: the engine with knobs changed;
-//! - `render`: the text and HTML a reader sees; `cli`: the `twin` subcommands.
+//! - `render`: the text and HTML a reader sees;
+//! - `args`: every subcommand's flags; `cli`: each `twin` subcommand's thin run.
 
 mod args;
 mod check;
