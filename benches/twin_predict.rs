@@ -16,12 +16,12 @@ use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::EngineConfig;
 use ctxbench::sim::stepcost::StepCost;
 use ctxbench::trace::synth::{SynthParams, synth};
-use ctxbench::twin::band::{BandFigure, bands};
-use ctxbench::twin::banded;
-use ctxbench::twin::known::profile_of;
-use ctxbench::twin::predict::{Twin, execute};
+use ctxbench::twin::{Figure, bands};
+
+use ctxbench::twin::RunSpread;
 use ctxbench::twin::profile::{Coefficients, Envelope, Profile, Spread, Uncertainty};
-use ctxbench::twin::runspread::RunSpread;
+use ctxbench::twin::profile_of;
+use ctxbench::twin::{Twin, execute};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::io::Write;
@@ -153,12 +153,12 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Each banded figure's band, as `lo hi` per figure.
-fn edges(r: &ctxbench::load::LoadResult) -> Vec<(BandFigure, f64, [f64; 2])> {
+fn edges(r: &ctxbench::load::LoadResult) -> Vec<(Figure, f64, [f64; 2])> {
     let c = &r.cells[0];
     let b = c.band.as_ref().expect("a banded cell");
-    BandFigure::ALL
+    Figure::BANDED
         .into_iter()
-        .filter_map(|f| Some((f, f.of(c)?, f.within(b)?)))
+        .filter_map(|f| Some((f, f.of(c, None)?, f.within(b)?)))
         .collect()
 }
 
@@ -201,7 +201,7 @@ fn main() -> anyhow::Result<()> {
     for run in 0..RUNS {
         for (k, no_band) in [(0, true), (1, false)] {
             let t = Instant::now();
-            let r = banded::predict(&twin, &args, no_band)?.result;
+            let r = ctxbench::twin::predict_banded(&twin, &args, no_band)?.result;
             let wall = t.elapsed().as_secs_f64();
             let c = &r.cells[0];
             println!(
@@ -233,7 +233,7 @@ fn main() -> anyhow::Result<()> {
     }
     let t = Instant::now();
     let mut whole = execute(&twin, &args)?;
-    let unknown = ctxbench::twin::envelope::unknowns(&twin, &whole);
+    let unknown = ctxbench::twin::unknowns(&twin, &whole);
     bands(&twin, &mut whole, &unknown, |t| execute(t, &args))?;
     println!(
         "whole reruns: {:.1} s wall; band edges, sampled against whole (ratio):",

@@ -74,7 +74,7 @@ pub use crate::probe::ProbeArgs;
 pub use crate::report::args::{CompareArgs, ReportArgs};
 pub use crate::run::target::TargetArgs;
 pub use crate::sweep::args::SweepArgs;
-pub use crate::twin::cmd::{TwinArgs, TwinCommand};
+pub use crate::twin::{TwinArgs, TwinCommand};
 pub use crate::workload::args::ContentArgs;
 
 /// The version line of `ctxbench --version`: version, git commit, build target.

@@ -50,7 +50,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Trace(args) => match args.command {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),
         },
-        Command::Twin(args) => twin::cmd::run(args.command).await,
+        Command::Twin(args) => twin::run(args.command).await,
         Command::Schema(args) => schema::run(args),
         Command::Completions(args) => cli_docs::run_completions(args),
         Command::Man(args) => cli_docs::run_man(args),

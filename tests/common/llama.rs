@@ -226,9 +226,9 @@ impl Drop for LlamaServer {
 pub async fn twin_calibrate(
     server: &LlamaServer,
     out: &std::path::Path,
-) -> ctxbench::twin::calibrate::Calibration {
+) -> ctxbench::twin::Calibration {
     let args = super::calibrate_args(&server.url, out, &[]);
-    ctxbench::twin::calibrate::calibrate(&args)
+    ctxbench::twin::calibrate(&args)
         .await
         .expect("calibration runs")
 }

@@ -77,7 +77,7 @@ pub fn calibrate_args(
     url: &str,
     out: &std::path::Path,
     extra: &[&str],
-) -> ctxbench::twin::cmd::CalibrateArgs {
+) -> ctxbench::twin::CalibrateArgs {
     use ctxbench::cli::TwinCommand;
     let mut argv = vec!["ctxbench", "twin", "calibrate", "--url", url];
     argv.extend(["--out", out.to_str().unwrap()]);

@@ -4,9 +4,9 @@
 //! together.
 
 use ctxbench::resultfile::ResultFile;
-use ctxbench::twin::check::{CellCheck, CheckReport, check};
-use ctxbench::twin::figures::Figure;
-use ctxbench::twin::predict::Twin;
+use ctxbench::twin::Figure;
+use ctxbench::twin::Twin;
+use ctxbench::twin::{CellCheck, CheckReport, check};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -45,7 +45,7 @@ pub async fn measure_and_check(
 ) -> (CheckReport, String) {
     let files = measure(url, flags, runs, dir, tag).await;
     let report = check(twin, &files, None).expect("twin check runs");
-    let text = ctxbench::twin::check::render(&report);
+    let text = ctxbench::twin::render_check(&report);
     assert_eq!(report.cells.len(), 1, "one cell per plan:\n{text}");
     (report, text)
 }

@@ -47,9 +47,9 @@ use crate::common;
 use common::llama::LlamaServer;
 use common::timing_lock;
 use common::twin::{Drift, beyond_bounds, combined, measure, measure_cells};
-use ctxbench::twin::check::{check, render};
-use ctxbench::twin::figures::Figure;
-use ctxbench::twin::predict::Twin;
+use ctxbench::twin::Figure;
+use ctxbench::twin::Twin;
+use ctxbench::twin::{check, render_check as render};
 
 /// The held-out cells, as `load` flags (each measured `RUNS` times), and whether each
 /// figure must be within its bound (else its error within `LOOSE`).
@@ -139,7 +139,7 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     let out = dir.path().join("llama.json");
     let c = common::llama::twin_calibrate(&server, &out).await;
     println!("calibration took {:.1} s", c.elapsed_s);
-    print!("{}", ctxbench::twin::render::render(&c.profile));
+    print!("{}", ctxbench::twin::render_profile(&c.profile));
     let twin = Twin::new(c.profile.clone(), out.display().to_string());
     if let Some(u) = &c.profile.uncertainty {
         println!("bands rest on: {}", u.spread.source);
@@ -147,7 +147,7 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     // The profile against its own calibration cells: per figure, whether the model
     // reproduces them within the error goal (else the bands are wide by that misfit,
     // and the width goal is not asked of them).
-    let load = ctxbench::twin::calibrate::records_path(&out, "load");
+    let load = ctxbench::twin::records_path(&out, "load");
     let own = check(
         &twin,
         &[(
@@ -175,7 +175,7 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     // the last: its c=1 cell (same flags) measured again.
     let mut drift = Drift::new(
         &server.url,
-        &ctxbench::twin::calibrate::records_path(&out, "load"),
+        &ctxbench::twin::records_path(&out, "load"),
         dir.path(),
     );
     let reports = measure_cells(
@@ -221,7 +221,7 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     // The what-if: the server relaunched with two slots, predicted from this profile.
     drop(server);
     let two = LlamaServer::start_with_args(2, &["-t", &threads, "-tb", &threads]);
-    let relaunched = ctxbench::twin::whatif::configured(twin.clone(), &["max-running=2".into()])
+    let relaunched = ctxbench::twin::configured(twin.clone(), &["max-running=2".into()])
         .expect("a configuration");
     let files = measure(&two.url, CELLS[0].0, 3, dir.path(), "np2").await;
     let whatif = check(&relaunched, &files, None).unwrap();

@@ -15,7 +15,7 @@ async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
     let out = dir.path().join("llama.json");
     let c = common::llama::twin_calibrate(&server, &out).await;
     let p = &c.profile;
-    println!("{}", ctxbench::twin::render::render(p));
+    println!("{}", ctxbench::twin::render_profile(p));
     println!("calibration took {:.1} s", c.elapsed_s);
     assert_eq!(
         p.limits.max_running.value, 4.0,

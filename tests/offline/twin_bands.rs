@@ -7,9 +7,9 @@
 use crate::common;
 
 use common::{calibrate_args, load_args, timing_lock};
-use ctxbench::twin::calibrate::calibrate;
-use ctxbench::twin::check::{CheckReport, check, render};
-use ctxbench::twin::predict::Twin;
+use ctxbench::twin::Twin;
+use ctxbench::twin::calibrate;
+use ctxbench::twin::{CheckReport, check, render_check as render};
 
 /// Measure `flags` against `url` twice (two repeated runs of one plan).
 async fn measure(
@@ -64,7 +64,7 @@ async fn calibrated(
     url: &str,
     dir: &std::path::Path,
     extra: &[&str],
-) -> (ctxbench::twin::calibrate::Calibration, Twin) {
+) -> (ctxbench::twin::Calibration, Twin) {
     let profile = dir.join("profile.json");
     let mut flags = vec![
         "--max-length",
@@ -78,7 +78,7 @@ async fn calibrated(
     let c = calibrate(&calibrate_args(url, &profile, &flags))
         .await
         .expect("calibration runs");
-    println!("{}", ctxbench::twin::render::render(&c.profile));
+    println!("{}", ctxbench::twin::render_profile(&c.profile));
     let twin = Twin::new(c.profile.clone(), profile.display().to_string());
     (c, twin)
 }
@@ -143,7 +143,7 @@ async fn calibrated_bands_cover_held_out_cells_of_the_simulator() {
         let r = check(&twin, files, None).expect("check runs");
         summary(&r);
         // The picture: the band shaded, the measured points over it, coverage captioned.
-        let html = ctxbench::twin::check_html::render(&r);
+        let html = ctxbench::twin::check_html(&r);
         assert!(html.contains(r#"class="shade-area""#), "a shaded band");
         assert!(html.contains(r#"data-series="measured""#));
         assert!(html.contains("inside their 90 % bands"));

@@ -9,10 +9,10 @@ use common::{load_args, timing_lock};
 use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::EngineConfig;
 use ctxbench::sim::stepcost::StepCost;
-use ctxbench::twin::check::check;
-use ctxbench::twin::figures::Figure;
-use ctxbench::twin::known::profile_of;
-use ctxbench::twin::predict::Twin;
+use ctxbench::twin::Figure;
+use ctxbench::twin::Twin;
+use ctxbench::twin::check;
+use ctxbench::twin::profile_of;
 use std::time::Duration;
 
 const CONTEXT: u64 = 32_768;
@@ -97,7 +97,7 @@ async fn the_right_profile_passes_and_a_wrong_one_is_flagged() {
     }
     let right = Twin::new(profile_of(&engine(10_000.0), CONTEXT), "right.json".into());
     let report = check(&right, &files, None).unwrap();
-    let text = ctxbench::twin::check::render(&report);
+    let text = ctxbench::twin::render_check(&report);
     assert_eq!(report.cells.len(), 2, "{text}");
     for c in &report.cells {
         assert!(c.rows.len() >= 5, "{text}");
@@ -107,7 +107,7 @@ async fn the_right_profile_passes_and_a_wrong_one_is_flagged() {
 
     let wrong = Twin::new(profile_of(&engine(5_000.0), CONTEXT), "wrong.json".into());
     let report = check(&wrong, &files, None).unwrap();
-    let text = ctxbench::twin::check::render(&report);
+    let text = ctxbench::twin::render_check(&report);
     for c in &report.cells {
         let p50 = c.rows.iter().find(|r| r.figure == Figure::TtftP50).unwrap();
         assert!(p50.flagged, "{text}");

@@ -8,7 +8,7 @@ use crate::common;
 use clap::Parser;
 use common::calibrate_args;
 use ctxbench::cli::{Cli, Command};
-use ctxbench::twin::calibrate::calibrate;
+use ctxbench::twin::calibrate;
 use ctxbench::twin::profile::{Estimate, Profile, ProfileError};
 
 // The hidden server (issue 29's example, lengths scaled to 16k so that the test takes
@@ -85,7 +85,7 @@ async fn calibration_recovers_the_hidden_simulator() {
     );
     let c = calibrate(&args).await.expect("calibration runs");
     let p = &c.profile;
-    println!("{}", ctxbench::twin::render::render(p));
+    println!("{}", ctxbench::twin::render_profile(p));
     println!("calibration took {:.1} s", c.elapsed_s);
     let s = &p.step;
     for (name, e, hidden) in [
@@ -112,10 +112,8 @@ async fn calibration_recovers_the_hidden_simulator() {
     assert_eq!(p.envelope.max_concurrency, 6);
     // The records are kept beside the profile, and `twin fit` on them gives the same laws.
     assert!(c.records.iter().all(|r| r.exists()), "{:?}", c.records);
-    let refit = ctxbench::twin::fit::fit(
-        &ctxbench::twin::inputs::gather(&c.records, 6).expect("records read"),
-    )
-    .expect("refit");
+    let refit = ctxbench::twin::fit(&ctxbench::twin::gather(&c.records, 6).expect("records read"))
+        .expect("refit");
     assert_eq!(refit.step, p.step);
     assert_eq!(refit.limits, p.limits);
 

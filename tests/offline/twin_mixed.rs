@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::calibrate_args;
-use ctxbench::twin::calibrate::calibrate;
+use ctxbench::twin::calibrate;
 
 /// Hidden: 5 % of the prefill per decoding request (the issue expects 5–15 % beside three
 /// decoders on a CPU; this is at the top, so that the effect is several ms).
@@ -55,7 +55,7 @@ async fn calibration_recovers_a_hidden_interference() {
         ],
     );
     let c = calibrate(&args).await.expect("calibration runs");
-    println!("{}", ctxbench::twin::render::render(&c.profile));
+    println!("{}", ctxbench::twin::render_profile(&c.profile));
     println!(
         "calibration took {:.1} s; mixed cells {:?}",
         c.elapsed_s, c.plan.mixed

@@ -8,10 +8,9 @@ use ctxbench::cli::{Cli, Command, LoadArgs};
 use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::EngineConfig;
 use ctxbench::sim::stepcost::StepCost;
-use ctxbench::twin::figures::{Figure, leans_on_schedule, schedule_warnings};
-use ctxbench::twin::known::profile_of;
-use ctxbench::twin::predict::{Twin, execute};
-use ctxbench::twin::whatif;
+use ctxbench::twin::profile_of;
+use ctxbench::twin::{Figure, leans_on_schedule, schedule_warnings};
+use ctxbench::twin::{Twin, execute};
 
 fn engine(max_running: usize, pool_tokens: u64) -> EngineConfig {
     EngineConfig {
@@ -89,7 +88,7 @@ fn a_trace_hits_the_engines_cache_and_its_file_reads_as_a_load_file() {
         "{:?} vs {ttft}",
         reqs[1]
     );
-    ctxbench::twin::output::write(&twin, &r, &out).unwrap();
+    ctxbench::twin::write_prediction(&twin, &r, &out).unwrap();
     let f = ctxbench::resultfile::read(&out).unwrap();
     let back = ctxbench::load::merge::merge(&[("pred".into(), f)]).unwrap();
     assert_eq!(back.cells.len(), 1);
@@ -135,7 +134,7 @@ fn the_knee_search_runs_on_predicted_cells() {
     assert_eq!(meets(knee + 1.0), Some(false));
 }
 
-fn story(max_running: &str, pool: &str) -> Vec<whatif::Outcome> {
+fn story(max_running: &str, pool: &str) -> Vec<ctxbench::twin::WhatifOutcome> {
     // Calibrated at up to 4 running and 16k tokens.
     let mut profile = profile_of(&engine(8, 218_000), 65_536);
     profile.envelope.max_concurrency = 4;
@@ -154,7 +153,7 @@ fn story(max_running: &str, pool: &str) -> Vec<whatif::Outcome> {
         "ttft=30s,tpot=200ms",
     ]);
     let vary = [format!("max-running={max_running}"), format!("pool={pool}")];
-    whatif::run(&twin, &args, &vary).unwrap()
+    ctxbench::twin::whatif(&twin, &args, &vary).unwrap()
 }
 
 /// The story: 32k-token requests on a 218k-token pool. Six fit (218k / (32k + 16)): with
@@ -177,7 +176,7 @@ fn max_running_64_vs_8_at_long_context_on_a_218k_pool() {
         assert!(w.contains("longer than any calibrated"), "{w}");
         assert!(w.contains("more than any calibrated"), "{w}");
     }
-    let text = whatif::render(&o);
+    let text = ctxbench::twin::render_whatif(&o);
     assert!(text.contains("max-running=8 pool=218000"), "{text}");
     assert!(text.contains("best: "), "{text}");
 
@@ -205,7 +204,7 @@ fn whatif_writes_every_configuration_tagged_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("whatif.jsonl");
     let twin = Twin::new(profile_of(&engine(8, 218_000), 65_536), "p.json".into());
-    whatif::write(&twin, &o, &path).unwrap();
+    ctxbench::twin::write_whatif(&twin, &o, &path).unwrap();
     let file = ctxbench::resultfile::read(&path).expect("reads as a result file");
     let cells = &file.load.cells;
     assert_eq!(cells.len(), 4, "two configurations × two cells");
@@ -338,7 +337,7 @@ fn a_band_spans_the_schedules_a_cell_can_take() {
     let lockstep = (1..=8).map(|s| tpot(Some(s))).fold(f64::INFINITY, f64::min);
     assert!(own > 0.006 && lockstep < 0.0025, "{own} {lockstep}");
     let mut r = execute(&twin, &args).unwrap();
-    let moves = ctxbench::twin::band::bands(&twin, &mut r, &[], |t| execute(t, &args)).unwrap();
+    let moves = ctxbench::twin::bands(&twin, &mut r, &[], |t| execute(t, &args)).unwrap();
     let band = r.cells[0].band.as_ref().unwrap();
     let [lo, hi] = band.tpot_s.as_ref().unwrap().p50;
     assert!(
@@ -348,7 +347,7 @@ fn a_band_spans_the_schedules_a_cell_can_take() {
     // The point cannot say which path a run takes: the TPOT leans on the schedule, and
     // the prediction warns so (`twin check` then holds it to its band, not its bound).
     let key = r.cells[0].cell;
-    let moved = moves.of(&key, ctxbench::twin::band::BandFigure::TpotP50);
+    let moved = moves.of(&key, ctxbench::twin::Figure::TpotP50);
     assert!(
         moved >= 1.0 - lockstep / own - 1e-9 && moved > 0.5,
         "{moved} against {lockstep} / {own}"
@@ -364,7 +363,7 @@ fn a_band_spans_the_schedules_a_cell_can_take() {
     let mut exact = twin.clone();
     exact.profile.uncertainty = None;
     let mut r = execute(&exact, &args).unwrap();
-    let moves = ctxbench::twin::band::bands(&exact, &mut r, &[], |t| execute(t, &args)).unwrap();
+    let moves = ctxbench::twin::bands(&exact, &mut r, &[], |t| execute(t, &args)).unwrap();
     assert!(schedule_warnings(&moves).is_empty());
     let [lo, _] = r.cells[0]
         .band

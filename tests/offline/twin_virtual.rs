@@ -168,7 +168,7 @@ async fn a_seeded_open_loop_predicts_the_schedule_load_sends() {
     let twin = twin_of(&config());
     let mut argv = vec!["ctxbench", "twin", "predict", "--profile", "unused.json"];
     argv.extend_from_slice(&flags);
-    let predicted = ctxbench::twin::predict::execute(&twin, &predict_args(&argv)).unwrap();
+    let predicted = ctxbench::twin::execute(&twin, &predict_args(&argv)).unwrap();
     assert_eq!(measured.cells.len(), 4);
     assert_eq!(predicted.cells.len(), 4);
     for c in &measured.cells {
@@ -218,7 +218,7 @@ fn one_worker_predicts_the_one_request_model() {
         "--output-tokens",
         "9",
     ];
-    let r = ctxbench::twin::predict::execute(&twin, &predict_args(&argv)).unwrap();
+    let r = ctxbench::twin::execute(&twin, &predict_args(&argv)).unwrap();
     let c = &cfg.cost;
     let n = 4000.0;
     let ttft = c.overhead + c.model.t0 + n / c.model.p0 + c.model.q * n * n / 2.0;
@@ -258,7 +258,7 @@ fn predict_args(argv: &[&str]) -> ctxbench::cli::LoadArgs {
     p.load
 }
 
-fn twin_of(cfg: &EngineConfig) -> ctxbench::twin::predict::Twin {
-    let profile = ctxbench::twin::known::profile_of(cfg, 131_072);
-    ctxbench::twin::predict::Twin::new(profile, "test-profile.json".into())
+fn twin_of(cfg: &EngineConfig) -> ctxbench::twin::Twin {
+    let profile = ctxbench::twin::profile_of(cfg, 131_072);
+    ctxbench::twin::Twin::new(profile, "test-profile.json".into())
 }

@@ -6,9 +6,8 @@ use ctxbench::cli::{Cli, Command};
 use ctxbench::sim::CostModel;
 use ctxbench::sim::scheduler::EngineConfig;
 use ctxbench::sim::stepcost::StepCost;
-use ctxbench::twin::known::profile_of;
-use ctxbench::twin::predict::Twin;
-use ctxbench::twin::whatif;
+use ctxbench::twin::Twin;
+use ctxbench::twin::profile_of;
 
 /// 25 ms + 40k tok/s prefill, 8 ms decode steps: 4k-token requests one at a time take
 /// ~0.35 s each, so a fourth waits ~1 s for its first token; four at once start together.
@@ -62,8 +61,8 @@ fn configurations_are_ranked_by_dollars_per_good_token() {
     let Command::Load(args) = Cli::try_parse_from(argv).unwrap().command else {
         unreachable!()
     };
-    let o = whatif::run(&twin, &args, &["max-running=1,4".to_string()]).unwrap();
-    let text = whatif::render(&o);
+    let o = ctxbench::twin::whatif(&twin, &args, &["max-running=1,4".to_string()]).unwrap();
+    let text = ctxbench::twin::render_whatif(&o);
     let (one, four) = (&o[0].result.cells[0], &o[1].result.cells[0]);
     assert!(!one.meets_target && four.meets_target, "{text}");
     // Every predicted cell is priced: $2.50/h over its good output tokens per second.

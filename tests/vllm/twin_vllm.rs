@@ -41,8 +41,8 @@ const WHATIF_COVERAGE: f64 = 0.5;
 use common::timing_lock;
 use common::twin::{Drift, beyond_bounds, combined, goal_table, measure_and_check, measure_cells};
 use common::vllm::{Config, VllmServer};
-use ctxbench::twin::figures::Figure;
-use ctxbench::twin::predict::Twin;
+use ctxbench::twin::Figure;
+use ctxbench::twin::Twin;
 
 /// The slots vLLM is launched with: small, so calibration's plan (up to the slot limit)
 /// stays short.
@@ -173,7 +173,7 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("vllm.json");
     let args = common::calibrate_args(&server.url, &out, &[]);
-    let c = ctxbench::twin::calibrate::calibrate(&args)
+    let c = ctxbench::twin::calibrate(&args)
         .await
         .expect("calibration runs");
     println!(
@@ -197,7 +197,7 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
     // the last: its c=1 cell (same flags) measured again.
     let mut drift = Drift::new(
         &server.url,
-        &ctxbench::twin::calibrate::records_path(&out, "load"),
+        &ctxbench::twin::records_path(&out, "load"),
         dir.path(),
     );
     let reports = measure_cells(
@@ -214,7 +214,7 @@ async fn a_calibrated_profile_predicts_held_out_vllm_cells_and_fewer_slots() {
 
     // The what-if: the server relaunched with two slots, predicted from this profile.
     let two = VllmServer::shared(config(2));
-    let relaunched = ctxbench::twin::whatif::configured(twin.clone(), &["max-running=2".into()])
+    let relaunched = ctxbench::twin::configured(twin.clone(), &["max-running=2".into()])
         .expect("a configuration");
     let (whatif, whatif_text) = measure_and_check(
         &relaunched,
