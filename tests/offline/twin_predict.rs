@@ -375,3 +375,80 @@ fn a_band_spans_the_schedules_a_cell_can_take() {
         .p50;
     assert!(lo > 2.0 * lockstep, "{lo} against {lockstep}");
 }
+
+/// A 1,000-session agent trace (Dynamo's form, 3 turns each) predicted in virtual time:
+/// each later turn arrives its delay after its predecessor's last token, never at a clock
+/// time, and, the pool holding everything, the engine's cache serves exactly the prefix the
+/// trace made possible.
+#[test]
+fn a_thousand_session_agent_trace_waits_turn_on_turn_in_virtual_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("agents.jsonl");
+    let mut text = String::new();
+    for s in 0..1000u64 {
+        // Block 0 is a system prompt every session shares; then the session's own blocks.
+        let ids = |n: u64| {
+            let mut v = vec![0];
+            v.extend((1..n).map(|b| 10 + s * 10 + b));
+            format!("{v:?}")
+        };
+        text += &format!(
+            "{{\"session_id\":\"s{s}\",\"timestamp\":{},\"input_length\":1536,\"output_length\":16,\"hash_ids\":{}}}\n",
+            s * 100,
+            ids(3)
+        );
+        for (turn, delay) in [(4, 500), (5, 250)] {
+            text += &format!(
+                "{{\"session_id\":\"s{s}\",\"delay\":{delay},\"input_length\":{},\"output_length\":16,\"hash_ids\":{}}}\n",
+                turn * 512,
+                ids(turn)
+            );
+        }
+    }
+    std::fs::write(&trace, text).unwrap();
+    let twin = Twin::new(profile_of(&engine(64, 5_000_000), 32_768), "p.json".into());
+    let args = load_args(&[
+        "--trace",
+        &trace.display().to_string(),
+        "--trace-format",
+        "dynamo",
+    ]);
+    let r = execute(&twin, &args).unwrap();
+    assert_eq!(r.requests.len(), 3000);
+    let mut by_turn: std::collections::HashMap<
+        (String, u32),
+        &ctxbench::record::load::RequestRecord,
+    > = Default::default();
+    for q in &r.requests {
+        assert!(q.ok, "{q:?}");
+        let t = q.trace.as_ref().unwrap();
+        by_turn.insert((t.session_id.clone().unwrap(), t.turn.unwrap()), q);
+    }
+    assert_eq!(by_turn.len(), 3000, "every (session, turn) once");
+    for ((session, turn), q) in &by_turn {
+        if *turn == 1 {
+            continue;
+        }
+        let before = by_turn[&(session.clone(), turn - 1)];
+        let delay = if *turn == 2 { 0.5 } else { 0.25 };
+        // Virtual time: exactly the delay (and the client's µs gap) after its last token,
+        // to the records' µs rounding.
+        let due = before.ended_s.unwrap() + delay;
+        assert!(
+            (q.sent_s - due).abs() < 1e-5,
+            "{session} turn {turn}: sent {} s, due {due} s",
+            q.sent_s
+        );
+        let t = q.trace.as_ref().unwrap();
+        assert_eq!(
+            q.cached_tokens,
+            Some(t.possible_cached_tokens),
+            "{session} turn {turn}"
+        );
+        assert_eq!(
+            t.possible_cached_tokens,
+            (*turn as u64 + 1) * 512,
+            "the whole turn before"
+        );
+    }
+}

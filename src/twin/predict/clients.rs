@@ -468,7 +468,7 @@ mod tests {
             chains: Some(Arc::new(chains)),
         };
         let mut c = CellClients::new(pace, fresh(1), 0);
-        let mut sched = Scheduler::new(crate::twin::known::test_engine());
+        let mut sched = Scheduler::new(crate::twin::model::exact::test_engine());
         crate::sim::virtual_time::drive(&mut sched, &mut c, &mut crate::sim::virtual_time::NoHooks);
         let o = c.into_outcomes();
         let order: Vec<u64> = o.iter().map(|o| o.index).collect();
