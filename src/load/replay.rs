@@ -211,7 +211,7 @@ pub(crate) fn info(t: &TraceRequest, e: Expected, t0_ms: f64, group: usize) -> T
 
 /// The record's plan of a replay: the trace's own part (what was read and how it is sent)
 /// and the load plan around it. `cache`: page size, working set and KV pool, in tokens.
-/// Also the plan of a twin's trace prediction (`twin::predict_trace`).
+/// Also the plan of a twin's trace prediction (`twin::predict (trace.rs)`).
 pub(crate) fn load_plan(
     args: &LoadArgs,
     requests: &[TraceRequest],
