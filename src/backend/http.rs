@@ -29,6 +29,8 @@ pub struct Http {
     url_password: Option<String>,
     /// Connections the client made, for per-request new/reused and connect time.
     conns: Arc<ConnLog>,
+    /// Sent on every request of this handle (`sessions --session-header`).
+    headers: reqwest::header::HeaderMap,
 }
 
 /// What `warm` asks for: a cheap route every supported server answers quickly (those
@@ -76,7 +78,20 @@ impl Http {
             api_key: api_key.filter(|k| !k.is_empty()),
             url_password,
             conns,
+            headers: reqwest::header::HeaderMap::new(),
         })
+    }
+
+    /// This client (the same connection pool) sending `name: value` on every request, as a
+    /// session-affine router expects of one conversation's requests.
+    pub fn with_header(&self, name: &str, value: &str) -> Result<Http, String> {
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`{name}` is not an HTTP header name"))?;
+        let value = reqwest::header::HeaderValue::from_str(value)
+            .map_err(|_| format!("`{value}` is not an HTTP header value"))?;
+        let mut h = self.clone();
+        h.headers.insert(name, value);
+        Ok(h)
     }
 
     /// The base URL without credentials (for messages).
@@ -123,7 +138,10 @@ impl Http {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let rb = self.client.request(method, self.url(path));
+        let mut rb = self.client.request(method, self.url(path));
+        if !self.headers.is_empty() {
+            rb = rb.headers(self.headers.clone());
+        }
         match &self.api_key {
             Some(k) => rb.bearer_auth(k),
             None => rb,

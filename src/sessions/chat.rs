@@ -45,6 +45,20 @@ impl ChatTarget {
             .await
     }
 
+    /// This target for one session: with `header`, every turn carries the session's `id`
+    /// in it (for a session-affine router), over the same connection pool.
+    pub fn for_session(&self, header: Option<&str>, id: &str) -> ChatTarget {
+        let Some(h) = header else { return self.clone() };
+        match self.http.with_header(h, id) {
+            Ok(http) => ChatTarget {
+                http,
+                ..self.clone()
+            },
+            // The name is checked with the plan, and ids are letters, digits and dashes.
+            Err(e) => unreachable!("--session-header: {e}"),
+        }
+    }
+
     /// Empty the prefix cache where the server offers a way: `done`, `not_offered`, or
     /// `failed: …`.
     pub async fn flush(&self) -> String {

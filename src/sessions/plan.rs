@@ -111,6 +111,8 @@ pub struct SessionsPlan {
     pub hit_floor: f64,
     pub needle: bool,
     pub seed: u64,
+    /// `--session-header`: each turn carries its session's id in this header.
+    pub session_header: Option<String>,
 }
 
 impl SessionsPlan {
@@ -185,11 +187,10 @@ impl SessionsPlan {
                  tasks run under `sweep --tasks`"
             ),
         };
-        if let Some(h) = &a.session_header {
-            anyhow::bail!(
-                "--session-header {h}: not supported in this build (the HTTP client sends no \
-                 per-request headers yet); leave it out"
-            );
+        if let Some(h) = &a.session_header
+            && reqwest::header::HeaderName::from_bytes(h.as_bytes()).is_err()
+        {
+            anyhow::bail!("--session-header `{h}` is not an HTTP header name (e.g. x-session-id)");
         }
         let plan = SessionsPlan {
             cells,
@@ -206,6 +207,7 @@ impl SessionsPlan {
             hit_floor: a.hit_floor,
             needle,
             seed: a.seed,
+            session_header: a.session_header.clone(),
         };
         plan.check_first_fits(plan.max_context, "--max-context")?;
         Ok(plan)
@@ -251,6 +253,7 @@ impl SessionsPlan {
             seed: self.seed,
             page_tokens,
             pool_tokens,
+            session_header: self.session_header.clone(),
         }
     }
 }

@@ -60,6 +60,10 @@ pub struct SessionsPlanRecord {
     pub page_tokens: u64,
     /// The server's KV pool, tokens, where it says (probe).
     pub pool_tokens: Option<u64>,
+    /// The header each turn carried its session's id in (`--session-header`), for a
+    /// session-affine router; the id is `s{session}-c{sessions}-a{attempt}-{seed:x}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_header: Option<String>,
 }
 
 /// An error as data: a failed turn ends its session, the others go on.

@@ -65,6 +65,63 @@ pub async fn run(args: SessionsArgs) -> anyhow::Result<u8> {
     })
 }
 
+/// The run record of a sessions run: the target as probed, the plan as a config, and the
+/// simulator's flags when it runs against one.
+fn run_record(
+    plan: &SessionsPlan,
+    url: &str,
+    model: &str,
+    info: &crate::backend::server_info::ServerInfo,
+    prompts: &PromptSource,
+    simulator: Option<String>,
+) -> anyhow::Result<RunRecord> {
+    Ok(RunRecord {
+        schema: crate::record::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        target: Target {
+            url: strip_credentials(url),
+            api: info.kind.name().to_string(),
+            model: Some(model.to_string()),
+            server_info: serde_json::to_value(info)?,
+            checks: Default::default(),
+        },
+        config: RunConfig {
+            lengths: Vec::new(),
+            output_tokens: *plan.output_tokens.end(),
+            reps: plan.turns,
+            method: "sessions".into(),
+            cache_bust: "nonce+flush".into(),
+            needle: plan.needle,
+            needle_depths: if plan.needle { vec![0.5] } else { Vec::new() },
+            timeout: REQUEST_DEADLINE.as_secs().to_string(),
+            seed: plan.seed,
+            prompt_mode: prompts.mode().name().to_string(),
+            rtt_s: info.rtt_s,
+            simulator,
+            depth: None,
+            content: Some(prompts.content_label()),
+            tasks: Vec::new(),
+            samples: None,
+            accuracy_threshold: None,
+            prompt_style: Some("chat".into()),
+        },
+    })
+}
+
+/// "sessions: cells [1, 4], 8 turns each, model m, page 16 tokens, pool 524288 tokens"
+fn header_line(plan: &SessionsPlan, model: &str, page: Option<u64>, pool: Option<u64>) -> String {
+    format!(
+        "sessions: cells {:?}, {} turns each, model {model}, page {}, pool {}",
+        plan.cells,
+        plan.turns,
+        page.map_or("unknown (hits counted to the token)".to_string(), |p| {
+            format!("{p} tokens")
+        }),
+        pool.map_or("unknown".to_string(), |p| format!("{p} tokens"))
+    )
+}
+
 /// The run itself, printing nothing on stdout.
 pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
     let plan = SessionsPlan::from_args(&args)?;
@@ -121,38 +178,14 @@ pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
         content.as_ref(),
     )
     .await?;
-    let run = RunRecord {
-        schema: crate::record::SCHEMA,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        target: Target {
-            url: strip_credentials(&url),
-            api: info.kind.name().to_string(),
-            model: Some(conn.model.clone()),
-            server_info: serde_json::to_value(&info)?,
-            checks: Default::default(),
-        },
-        config: RunConfig {
-            lengths: Vec::new(),
-            output_tokens: *plan.output_tokens.end(),
-            reps: plan.turns,
-            method: "sessions".into(),
-            cache_bust: "nonce+flush".into(),
-            needle: plan.needle,
-            needle_depths: if plan.needle { vec![0.5] } else { Vec::new() },
-            timeout: REQUEST_DEADLINE.as_secs().to_string(),
-            seed: plan.seed,
-            prompt_mode: prompts.mode().name().to_string(),
-            rtt_s: info.rtt_s,
-            simulator: started.as_ref().map(|_| format!("{sim:?}")),
-            depth: None,
-            content: Some(prompts.content_label()),
-            tasks: Vec::new(),
-            samples: None,
-            accuracy_threshold: None,
-            prompt_style: Some("chat".into()),
-        },
-    };
+    let run = run_record(
+        &plan,
+        &url,
+        &conn.model,
+        &info,
+        &prompts,
+        started.as_ref().map(|_| format!("{sim:?}")),
+    )?;
     let plan_record = plan.record(page, pool);
     let (mut writer, mut kept) = open_writer(&args, &run, &plan_record)?;
     let mut texts = Texts {
@@ -176,17 +209,7 @@ pub async fn execute(args: SessionsArgs) -> anyhow::Result<SessionsOutcome> {
         server_limit: info.context_length,
         deadline: REQUEST_DEADLINE,
     };
-    eprintln!(
-        "sessions: cells {:?}, {} turns each, model {}, page {}, pool {}",
-        plan.cells,
-        plan.turns,
-        conn.model,
-        info.page_size
-            .map_or("unknown (hits counted to the token)".to_string(), |p| {
-                format!("{p} tokens")
-            }),
-        pool.map_or("unknown".to_string(), |p| format!("{p} tokens"))
-    );
+    eprintln!("{}", header_line(&plan, &conn.model, info.page_size, pool));
     let mut cells: Vec<SessionsCellRecord> = Vec::new();
     let mut turns: Vec<TurnRecord> = Vec::new();
     for &n in &plan.cells {

@@ -68,31 +68,14 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
     let needle = plan.needle.then(|| {
         crate::workload::prompt::needle_for(plan.seed, u64::from(ctx.sessions), index, 0.5)
     });
-    let first = match &needle {
-        Some(n) => ctx.texts.lock().await.with_fact(plan.first_tokens, n).await,
-        None => {
-            ctx.texts
-                .lock()
-                .await
-                .message(plan.first_tokens, true)
-                .await
-        }
+    let Some(first) = first_message(&ctx, &base, needle.as_ref(), &tx).await else {
+        return;
     };
-    let first = match first {
-        Ok(t) => t,
-        Err(e) => {
-            let mut r = base.clone();
-            r.turn = 1;
-            r.sent_s = ctx.now_s();
-            r.error = Some(TurnError {
-                kind: "prompt".into(),
-                message: format!("{e:#}"),
-            });
-            r.end = Some(SessionEnd::Error);
-            let _ = tx.send(Event::Done(Box::new(r), false));
-            return;
-        }
-    };
+    let id = format!(
+        "s{index}-c{}-a{}-{:x}",
+        ctx.sessions, ctx.attempt, plan.seed
+    );
+    let target = ctx.target.for_session(plan.session_header.as_deref(), &id);
     let mut conv = Conversation::new(&ctx.systems[system as usize]);
     conv.push(Role::User, first);
     let _ = tx.send(Event::Opened(ctx.now_s()));
@@ -117,7 +100,7 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
         r.think_s = think_s;
         r.sent_s = ctx.now_s();
         let _ = tx.send(Event::Sent(r.sent_s));
-        let outcome = ctx.target.send(&conv, max_tokens, ctx.deadline).await;
+        let outcome = target.send(&conv, max_tokens, ctx.deadline).await;
         let c = match outcome {
             Ok(c) => c,
             Err(e) => {
@@ -162,16 +145,7 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
         } else {
             turn_tokens = rng.random_range(plan.turn_tokens.clone());
             think_s = rng.random_range(plan.think_s.clone());
-            let next = NextTurn {
-                context_tokens: prompt + output,
-                turn_tokens,
-                overhead_tokens: overhead,
-                output_tokens: *plan.output_tokens.end(),
-            };
-            r.end = end_before(&next, plan.max_context, ctx.server_limit);
-            if r.end.is_none() && ctx.past_stop(think_s) {
-                r.end = Some(SessionEnd::Duration);
-            }
+            r.end = ends_before_next(&ctx, prompt + output, turn_tokens, overhead, think_s);
         }
         let end = r.end;
         let _ = tx.send(Event::Done(Box::new(r), true));
@@ -193,6 +167,63 @@ pub async fn run(ctx: Arc<CellCtx>, index: u32, tx: UnboundedSender<Event>) {
         }
     }
     let _ = tx.send(Event::Closed(ctx.now_s()));
+}
+
+/// The session's first message (with its needle, under `--tasks niah`); `None` when it could
+/// not be made, its error recorded as the session's first turn.
+async fn first_message(
+    ctx: &CellCtx,
+    base: &TurnRecord,
+    needle: Option<&crate::workload::prompt::Needle>,
+    tx: &UnboundedSender<Event>,
+) -> Option<String> {
+    let first = match needle {
+        Some(n) => {
+            ctx.texts
+                .lock()
+                .await
+                .with_fact(ctx.plan.first_tokens, n)
+                .await
+        }
+        None => {
+            let mut texts = ctx.texts.lock().await;
+            texts.message(ctx.plan.first_tokens, true).await
+        }
+    };
+    match first {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let mut r = base.clone();
+            r.turn = 1;
+            r.sent_s = ctx.now_s();
+            r.error = Some(TurnError {
+                kind: "prompt".into(),
+                message: format!("{e:#}"),
+            });
+            r.end = Some(SessionEnd::Error);
+            let _ = tx.send(Event::Done(Box::new(r), false));
+            None
+        }
+    }
+}
+
+/// Why the session ends before its next turn (`context_tokens` so far, the next message's
+/// tokens and the template's overhead), if it does: a limit, or the cell's time up.
+fn ends_before_next(
+    ctx: &CellCtx,
+    context_tokens: u64,
+    turn_tokens: u64,
+    overhead_tokens: u64,
+    think_s: f64,
+) -> Option<SessionEnd> {
+    let next = NextTurn {
+        context_tokens,
+        turn_tokens,
+        overhead_tokens,
+        output_tokens: *ctx.plan.output_tokens.end(),
+    };
+    end_before(&next, ctx.plan.max_context, ctx.server_limit)
+        .or_else(|| ctx.past_stop(think_s).then_some(SessionEnd::Duration))
 }
 
 /// The turn's figures from what the server streamed, with the sweep's definitions.

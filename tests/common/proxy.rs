@@ -8,8 +8,8 @@ use ctxbench::backend::http::Http;
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
-/// Called with each request's method and path before it is forwarded.
-pub type Seen = Arc<dyn Fn(&axum::http::Method, &str) + Send + Sync>;
+/// Called with each request's method, path and headers before it is forwarded.
+pub type Seen = Arc<dyn Fn(&axum::http::Method, &str, &axum::http::HeaderMap) + Send + Sync>;
 /// Called with a successful JSON answer's path; edits it in place, true when it applies.
 pub type Rewrite = fn(&str, &mut Value) -> bool;
 
@@ -111,7 +111,7 @@ async fn forward(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     if let Some(seen) = &st.seen {
-        seen(&method, uri.path());
+        seen(&method, uri.path(), &headers);
     }
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let base = st.upstream.lock().unwrap().clone();

@@ -70,7 +70,7 @@ impl CountingProxy {
         let seen = counts.clone();
         let proxy = Proxy::watching(
             upstream,
-            Arc::new(move |method, path| {
+            Arc::new(move |method, path, _| {
                 *seen
                     .0
                     .lock()

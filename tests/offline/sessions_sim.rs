@@ -2,7 +2,8 @@
 //! turn carries its session's whole history (the streamed reply included), the server's
 //! cached counts are what the simulator served, a pool too small for the sessions thrashes
 //! where the pool arithmetic says, errors end only their session, bad input is refused
-//! before any request, and `--resume`, `report` and `compare` read the file back.
+//! before any request, `--resume`, `report` and `compare` read the file back, and
+//! `--session-header` puts each session's id on its turns.
 
 use crate::common;
 use common::sessions::small;
@@ -223,6 +224,10 @@ async fn bad_input_is_refused_before_any_request() {
         (&["--think-time", "-2s"][..], "negative"),
         (&["--max-context", "4k"][..], "--max-context"),
         (&["--first-tokens", "200k"][..], "context limit"),
+        (
+            &["--session-header", "bad header"][..],
+            "not an HTTP header name",
+        ),
     ] {
         let e = execute(common::sessions::args(&server.url(), flags))
             .await
@@ -327,4 +332,47 @@ async fn with_a_duration_finished_sessions_are_replaced_until_the_time_is_up() {
     assert!(c.sessions_started > 2, "{c:?}");
     assert_eq!(c.ended.values().sum::<u64>(), c.sessions_started);
     assert!(c.timeline.iter().all(|p| p.open_sessions <= 2));
+}
+
+/// `--session-header`: every chat request carries its session's id in the named header, one
+/// id per session on all its turns, and the plan record names the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_turn_carries_its_sessions_id_in_the_header() {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    let server = sim(SIM).await;
+    let ids: Arc<Mutex<HashMap<String, u32>>> = Default::default();
+    let seen = ids.clone();
+    let proxy = common::proxy::Proxy::watching(
+        &server.url(),
+        Arc::new(move |_, path, headers| {
+            if path == "/v1/chat/completions" {
+                let id = headers
+                    .get("x-session-id")
+                    .map_or("(none)", |v| v.to_str().unwrap_or("(not text)"));
+                *seen.lock().unwrap().entry(id.to_string()).or_default() += 1;
+            }
+        }),
+    )
+    .await;
+    let out = sessions(
+        &proxy.url,
+        &with(
+            &small("3"),
+            &["--sessions", "3", "--session-header", "x-session-id"],
+        ),
+    )
+    .await;
+    assert_eq!(out.plan.session_header.as_deref(), Some("x-session-id"));
+    assert!(out.turns.iter().all(|t| t.ok));
+    let mut ids = ids.lock().unwrap().clone();
+    // Requests before the sessions (the prompt-length calibration) are no session's.
+    ids.remove("(none)");
+    // Three sessions, three turns each: every turn carried its session's id.
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(ids.values().all(|n| *n == 3), "{ids:?}");
+    assert!(
+        ids.keys().all(|k| k.starts_with('s') && k.contains("-c3-")),
+        "{ids:?}"
+    );
 }
