@@ -9,7 +9,7 @@
 //! - `azure-agent`: Azure's GitHub Copilot coding-agent sessions (2026), `{session_id,
 //!   turns: [{llm_calls: [{timestamp, duration_ms, tokens: {prompt, completion, cached}}]}]}`.
 
-use super::format::{SessionTurn, TraceError, TraceRequest};
+use super::format::{SessionTurn, TraceError, TraceRequest, json_lines};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -92,18 +92,8 @@ struct Open {
 pub fn dynamo(text: &str, block_tokens: u64) -> Result<Vec<TraceRequest>, TraceError> {
     let mut out = Vec::new();
     let mut open: HashMap<String, Open> = HashMap::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let raw = raw.trim();
-        if raw.is_empty() {
-            continue;
-        }
-        let l: DynamoLine = serde_json::from_str(raw).map_err(|e| {
-            err(
-                line,
-                format!("not a JSON object of the trace's fields: {e}"),
-            )
-        })?;
+    for parsed in json_lines::<DynamoLine>(text, "a JSON object of the trace's fields") {
+        let (line, l) = parsed?;
         let input = l
             .input_length
             .filter(|n| *n >= 1)
@@ -359,18 +349,9 @@ struct AzureTokens {
 /// its trace shows after the previous call ended (start + `duration_ms`), 0 if they overlap.
 pub fn azure_agent(text: &str, block_tokens: u64) -> Result<Vec<TraceRequest>, TraceError> {
     let mut out = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let raw = raw.trim();
-        if raw.is_empty() {
-            continue;
-        }
-        let s: AzureSession = serde_json::from_str(raw).map_err(|e| {
-            err(
-                line,
-                format!("not a session object {{session_id, turns: [{{llm_calls}}]}}: {e}"),
-            )
-        })?;
+    let what = "a session object {session_id, turns: [{llm_calls}]}";
+    for parsed in json_lines::<AzureSession>(text, what) {
+        let (line, s) = parsed?;
         let mut previous: Option<(Vec<u64>, f64, f64)> = None; // ids, start ms, end ms
         let calls = s.turns.iter().flat_map(|t| &t.llm_calls);
         for (k, c) in calls.enumerate() {

@@ -120,6 +120,25 @@ struct Line {
     hash_ids: Option<Vec<u64>>,
 }
 
+/// A JSON-lines file's objects with their 1-based line numbers, blank lines skipped; a line
+/// that is not one is an error naming it and `what` the line should hold.
+pub(crate) fn json_lines<'a, T: serde::de::DeserializeOwned>(
+    text: &'a str,
+    what: &'a str,
+) -> impl Iterator<Item = Result<(usize, T), TraceError>> + 'a {
+    text.lines()
+        .enumerate()
+        .filter(|(_, raw)| !raw.trim().is_empty())
+        .map(move |(i, raw)| {
+            serde_json::from_str(raw.trim())
+                .map(|l| (i + 1, l))
+                .map_err(|e| TraceError {
+                    line: i + 1,
+                    message: format!("not {what}: {e}"),
+                })
+        })
+}
+
 /// Ids for a request without `hash_ids` (jsonl): above any id a file is likely to hold, one
 /// range per line, so they never collide with each other or with the file's own.
 fn fresh_ids(line: usize, blocks: usize) -> Vec<u64> {
@@ -144,18 +163,8 @@ pub fn parse(
         TraceFormat::AzureAgent => return agent::azure_agent(text, block_tokens),
     }
     let mut out: Vec<TraceRequest> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let raw = raw.trim();
-        if raw.is_empty() {
-            continue;
-        }
-        let l: Line = serde_json::from_str(raw).map_err(|e| {
-            err(
-                line,
-                format!("not a JSON object of the trace's fields: {e}"),
-            )
-        })?;
+    for parsed in json_lines::<Line>(text, "a JSON object of the trace's fields") {
+        let (line, l) = parsed?;
         let timestamp_ms = l
             .timestamp
             .filter(|t| t.is_finite() && *t >= 0.0)
