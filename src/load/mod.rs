@@ -46,18 +46,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let accuracy = args.accuracy.plan(args.content.dataset.as_deref())?;
     if let Some(a) = &accuracy {
-        let explicit: Vec<u64> = specs
-            .iter()
-            .filter_map(|l| match l {
-                crate::lengths::LengthSpec::Tokens(n) => Some(*n),
-                _ => None,
-            })
-            .collect();
-        a.check_lengths(
-            &explicit,
-            &LOAD_DEPTHS,
-            crate::accuracy::generate::Style::Raw,
-        )?;
+        check_accuracy_lengths(a, &specs)?;
     }
     let mut target = args.target.clone();
     if accuracy.is_some() && args.accuracy.wants_chat() {
@@ -131,21 +120,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         gate,
         ..Ctx::new(output, &lplan, backend, conn.http.clone(), heads, deadline)
     };
-    // Warm-up, excluded: connections and the server's first-request costs.
-    {
-        let n = 256.min(lengths[0]);
-        let built = setup::fresh_prompt(&mut prompts, ctx.backend.as_ref(), n).await?;
-        let req = backend::GenRequest {
-            prompt: built.prompt,
-            max_tokens: args.output_tokens.min(4),
-            ignore_eos: true,
-            cache_prompt: false,
-            deadline: ctx.deadline,
-        };
-        if let Err(e) = ctx.backend.generate(&req).await {
-            eprintln!("warning: the warm-up request failed: {e}");
-        }
-    }
+    warm_up(&ctx, &mut prompts, lengths[0], args.output_tokens).await?;
     let planned_knee = |n: u64| {
         knee::planned_concurrency(
             info.kv_pool_tokens,
@@ -166,4 +141,46 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         async |n: u64| setup::tails(&mut prompts, backend.as_ref(), n, graded.as_ref()).await;
     exec::run_plan(&mut ctx, &arrivals, &lengths, tails, planned_knee).await?;
     Ok(ctx.out)
+}
+
+/// The `--tasks` items must fit the explicit `--lengths` (those resolved from the server
+/// are checked once it answers).
+fn check_accuracy_lengths(
+    a: &crate::accuracy::args::AccuracyPlan,
+    specs: &[crate::lengths::LengthSpec],
+) -> anyhow::Result<()> {
+    let explicit: Vec<u64> = specs
+        .iter()
+        .filter_map(|l| match l {
+            crate::lengths::LengthSpec::Tokens(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    a.check_lengths(
+        &explicit,
+        &LOAD_DEPTHS,
+        crate::accuracy::generate::Style::Raw,
+    )
+}
+
+/// Warm-up, excluded: connections and the server's first-request costs.
+async fn warm_up(
+    ctx: &Ctx,
+    prompts: &mut crate::workload::PromptSource,
+    shortest: u64,
+    output_tokens: u64,
+) -> anyhow::Result<()> {
+    let n = 256.min(shortest);
+    let built = setup::fresh_prompt(prompts, ctx.backend.as_ref(), n).await?;
+    let req = backend::GenRequest {
+        prompt: built.prompt,
+        max_tokens: output_tokens.min(4),
+        ignore_eos: true,
+        cache_prompt: false,
+        deadline: ctx.deadline,
+    };
+    if let Err(e) = ctx.backend.generate(&req).await {
+        eprintln!("warning: the warm-up request failed: {e}");
+    }
+    Ok(())
 }
