@@ -13,6 +13,8 @@ pub mod exit;
 pub mod fit;
 pub mod lengths;
 pub mod load;
+pub mod load_cmd;
+pub mod load_report;
 pub mod probe;
 pub mod record;
 pub mod report;
@@ -45,7 +47,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plan(args) => capacity::run(args).await,
         Command::Report(args) => report_cmd::run_report(args),
         Command::Compare(args) => report_cmd::run_compare(args),
-        Command::Load(args) => load::run(*args).await,
+        Command::Load(args) => load_cmd::run(*args).await,
         Command::Sessions(args) => sessions::run(*args).await,
         Command::Trace(args) => match args.command {
             cli::TraceCommand::Synth(a) => trace::synth_cmd::run(&a),

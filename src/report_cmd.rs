@@ -12,7 +12,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<u8> {
         return crate::sessions::report::report_file(&args, file);
     }
     if file.load.plan.is_some() || !args.more.is_empty() {
-        return crate::load::report_files(&args, file);
+        return crate::load_report::report_files(&args, file);
     }
     let Some(run) = &file.run else {
         anyhow::bail!(
@@ -52,7 +52,7 @@ pub fn run_compare(args: CompareArgs) -> anyhow::Result<u8> {
         return crate::sessions::report::compare_files(&args, (la, a), (lb, b));
     }
     if a.load.plan.is_some() || b.load.plan.is_some() {
-        return crate::load::compare_files(&args, (la, a), (lb, b));
+        return crate::load_report::compare_files(&args, (la, a), (lb, b));
     }
     if !args.config.is_empty() {
         anyhow::bail!(

@@ -64,6 +64,21 @@ fn mean(s: &Series, a: f64, b: f64) -> Option<f64> {
     }
 }
 
+/// Per exporter: scrapes, failures and the first reason.
+type Sources<'a> = BTreeMap<&'a str, (u64, u64, Option<&'a str>)>;
+
+/// Per (exporter, GPU): its energy counter, power and utilisation series.
+type GpuSeries<'a> = BTreeMap<(&'a str, &'a str), [Series; 3]>;
+
+/// The GPUs' figures summed (energy and power) or pooled (utilisation) over the window.
+struct Sums {
+    energy_w: Option<f64>,
+    power_w: Option<f64>,
+    utils: Vec<f64>,
+    source: EnergySource,
+    covered: f64,
+}
+
 /// Summarise `records` (one cell's, every exporter's) over the window `[a, b]`.
 pub fn summarise(records: &[&GpuMetricsRecord], a: f64, b: f64) -> Option<Energy> {
     if records.is_empty() {
@@ -71,22 +86,76 @@ pub fn summarise(records: &[&GpuMetricsRecord], a: f64, b: f64) -> Option<Energy
     }
     let mut out = Energy::default();
     let mut notes = Vec::new();
-    // Per exporter: scrapes, failures and the first reason. Merged shards each scraped the
-    // same exporters: one shard's scrapes (the lowest) stand for all.
-    let mut sources: BTreeMap<&str, (u64, u64, Option<&str>)> = BTreeMap::new();
+    let (sources, mut series, fb_max) = gather(records);
+    for (src, (n, failed, why)) in &sources {
+        if *failed > 0 {
+            notes.push(format!(
+                "telemetry {src}: {failed} of {n} scrapes failed ({})",
+                why.unwrap_or("?")
+            ));
+        }
+    }
+    out.cell.scrapes = sources.values().map(|s| s.0).sum();
+    out.cell.failed_scrapes = sources.values().map(|s| s.1).sum();
+    out.cell.gpus = series.len() as u64;
+    out.cell.fb_used_max_mib = fb_max;
+    let Sums {
+        mut energy_w,
+        mut power_w,
+        utils,
+        source,
+        covered,
+    } = sum_gpus(&mut series, a, b, &mut notes);
+    if series.is_empty() {
+        energy_w = None;
+        power_w = None;
+        if out.cell.failed_scrapes < out.cell.scrapes {
+            notes.push("telemetry: no GPU readings in the cell".into());
+        }
+    }
+    if let Some(w) = energy_w {
+        out.cell.energy_j = Some(w * (b - a));
+        out.cell.energy_source = Some(source);
+        if source == EnergySource::PowerIntegral {
+            notes.push(format!(
+                "GPU energy integrated from {} (power) over the window, not read from an \
+                 energy counter",
+                super::gpu::POWER
+            ));
+        }
+        if b > a && covered < COVERED_NOTE * (b - a) {
+            notes.push(format!(
+                "telemetry covered {covered:.2} s of the {:.2} s window: its mean power \
+                 stands for the rest",
+                b - a
+            ));
+        }
+    }
+    out.energy_power_w = energy_w;
+    out.power_w = power_w;
+    out.util_pct = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
+    out.notes = notes;
+    Some(out)
+}
+
+/// The exporters' tallies, the GPUs' series and the largest framebuffer use. Merged shards
+/// each scraped the same exporters: one shard's scrapes (the lowest) stand for all.
+fn gather<'a>(records: &[&'a GpuMetricsRecord]) -> (Sources<'a>, GpuSeries<'a>, Option<f64>) {
+    let mut sources: Sources = BTreeMap::new();
     let mut shard_of: BTreeMap<&str, Option<u32>> = BTreeMap::new();
     for r in records {
         let s = r.shard.map(|t| t.shard);
         let e = shard_of.entry(&r.source).or_insert(s);
         *e = (*e).min(s);
     }
-    let kept: Vec<&&GpuMetricsRecord> = records
+    let kept: Vec<&'a GpuMetricsRecord> = records
         .iter()
+        .copied()
         .filter(|r| shard_of.get(r.source.as_str()) == Some(&r.shard.map(|t| t.shard)))
         .collect();
-    let mut series: BTreeMap<(&str, &str), [Series; 3]> = BTreeMap::new();
+    let mut series: GpuSeries = BTreeMap::new();
     let mut fb_max: Option<f64> = None;
-    for r in &kept {
+    for r in kept {
         let e = sources.entry(&r.source).or_default();
         e.0 += 1;
         if let Some(err) = &r.error {
@@ -105,18 +174,13 @@ pub fn summarise(records: &[&GpuMetricsRecord], a: f64, b: f64) -> Option<Energy
             }
         }
     }
-    for (src, (n, failed, why)) in &sources {
-        if *failed > 0 {
-            notes.push(format!(
-                "telemetry {src}: {failed} of {n} scrapes failed ({})",
-                why.unwrap_or("?")
-            ));
-        }
-    }
-    out.cell.scrapes = sources.values().map(|s| s.0).sum();
-    out.cell.failed_scrapes = sources.values().map(|s| s.1).sum();
-    out.cell.gpus = series.len() as u64;
-    out.cell.fb_used_max_mib = fb_max;
+    (sources, series, fb_max)
+}
+
+/// Each GPU's mean energy rate (its counter's, else its power's integral), mean power and
+/// utilisation over `[a, b]`, summed; the notes on counters that went backwards or left
+/// no energy.
+fn sum_gpus(series: &mut GpuSeries, a: f64, b: f64, notes: &mut Vec<String>) -> Sums {
     let (mut energy_w, mut power_w, mut utils) = (Some(0.0), Some(0.0), Vec::new());
     let mut source = EnergySource::Counter;
     let mut covered = f64::INFINITY;
@@ -161,36 +225,13 @@ pub fn summarise(records: &[&GpuMetricsRecord], a: f64, b: f64) -> Option<Energy
         power_w = power_w.zip(mean(power, a, b)).map(|(x, y)| x + y);
         utils.extend(mean(util, a, b));
     }
-    if series.is_empty() {
-        energy_w = None;
-        power_w = None;
-        if out.cell.failed_scrapes < out.cell.scrapes {
-            notes.push("telemetry: no GPU readings in the cell".into());
-        }
+    Sums {
+        energy_w,
+        power_w,
+        utils,
+        source,
+        covered,
     }
-    if let Some(w) = energy_w {
-        out.cell.energy_j = Some(w * (b - a));
-        out.cell.energy_source = Some(source);
-        if source == EnergySource::PowerIntegral {
-            notes.push(format!(
-                "GPU energy integrated from {} (power) over the window, not read from an \
-                 energy counter",
-                super::gpu::POWER
-            ));
-        }
-        if b > a && covered < COVERED_NOTE * (b - a) {
-            notes.push(format!(
-                "telemetry covered {covered:.2} s of the {:.2} s window: its mean power \
-                 stands for the rest",
-                b - a
-            ));
-        }
-    }
-    out.energy_power_w = energy_w;
-    out.power_w = power_w;
-    out.util_pct = (!utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64);
-    out.notes = notes;
-    Some(out)
 }
 
 /// A counter's mean rate over `[a, b]` ∩ its span in watts (mJ/s ÷ 1000), and the span.

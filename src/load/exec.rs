@@ -5,7 +5,7 @@
 use super::request::{Shot, Tail};
 use super::result::LoadResult;
 use super::setup::{Heads, Output};
-use super::{cell, clock, gpu, knee, render, telemetry};
+use super::{cell, clock, gpu, knee, progress, telemetry};
 use crate::backend::{Backend, http::Http};
 use crate::record::Record;
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
@@ -218,7 +218,7 @@ pub(crate) async fn empty_cell(
     ctx.collector
         .append(&Record::Cell(Box::new(cell.clone())))?;
     ctx.collector.sync()?;
-    eprintln!("{}", render::progress_line(&cell));
+    eprintln!("{}", progress::line(&cell));
     ctx.out.cells.push(cell.clone());
     Ok(cell)
 }
@@ -326,7 +326,7 @@ where
     ctx.collector
         .append(&Record::Cell(Box::new(cell.clone())))?;
     ctx.collector.sync()?;
-    eprintln!("{}", render::progress_line(&cell));
+    eprintln!("{}", progress::line(&cell));
     for note in &cell.notes {
         eprintln!("  note: {note}");
     }

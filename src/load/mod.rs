@@ -4,8 +4,6 @@
 pub mod args;
 pub mod cell;
 pub mod clock;
-pub mod compare;
-pub mod config_select;
 pub mod cost;
 pub mod energy;
 pub mod exec;
@@ -13,21 +11,17 @@ pub mod gpu;
 pub mod job_io;
 pub mod knee;
 pub mod knob;
-pub mod merge;
 pub mod plan;
-pub mod render;
+pub mod progress;
 pub mod replay;
 pub mod request;
 pub mod result;
 pub mod setup;
 pub mod slo;
-pub mod spec_compare;
 pub mod spec_rate;
 pub mod telemetry;
-pub mod trace_report;
 
 use crate::backend::{self, Backend};
-use crate::exit;
 use crate::lengths::parse_lengths;
 use crate::load::args::LoadArgs;
 use crate::run::target::{Connection, connect};
@@ -42,27 +36,6 @@ use std::time::Duration;
 /// Depths of `load --tasks` items, taken in turn by each task's samples.
 const LOAD_DEPTHS: [f64; 3] = [0.1, 0.5, 0.9];
 
-/// `ctxbench load`: run, print, return the exit code.
-pub async fn run(args: LoadArgs) -> anyhow::Result<u8> {
-    let (format, html) = (args.format, args.html.clone());
-    let print_out = args.out.clone().filter(|_| args.print_out);
-    let log = args.log.as_deref().map(job_io::StderrToFile::open);
-    let log = log.transpose()?;
-    let r = execute(args).await;
-    if let Some(log) = log {
-        log.restore(r.is_err())?;
-    }
-    let r = r?;
-    match &print_out {
-        Some(path) => job_io::print_out(path)?,
-        None => print!("{}", render::render_result(&r, format)),
-    }
-    if let Some(path) = html {
-        render::write_html(&path, &r)?;
-    }
-    Ok(r.exit_code())
-}
-
 /// Run the load plan (library entry point used by tests).
 pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     if args.trace.is_some() {
@@ -73,18 +46,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     let specs = parse_lengths(&args.lengths).map_err(|e| anyhow::anyhow!("--lengths: {e}"))?;
     let accuracy = args.accuracy.plan(args.content.dataset.as_deref())?;
     if let Some(a) = &accuracy {
-        let explicit: Vec<u64> = specs
-            .iter()
-            .filter_map(|l| match l {
-                crate::lengths::LengthSpec::Tokens(n) => Some(*n),
-                _ => None,
-            })
-            .collect();
-        a.check_lengths(
-            &explicit,
-            &LOAD_DEPTHS,
-            crate::accuracy::generate::Style::Raw,
-        )?;
+        check_accuracy_lengths(a, &specs)?;
     }
     let mut target = args.target.clone();
     if accuracy.is_some() && args.accuracy.wants_chat() {
@@ -158,21 +120,7 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
         gate,
         ..Ctx::new(output, &lplan, backend, conn.http.clone(), heads, deadline)
     };
-    // Warm-up, excluded: connections and the server's first-request costs.
-    {
-        let n = 256.min(lengths[0]);
-        let built = setup::fresh_prompt(&mut prompts, ctx.backend.as_ref(), n).await?;
-        let req = backend::GenRequest {
-            prompt: built.prompt,
-            max_tokens: args.output_tokens.min(4),
-            ignore_eos: true,
-            cache_prompt: false,
-            deadline: ctx.deadline,
-        };
-        if let Err(e) = ctx.backend.generate(&req).await {
-            eprintln!("warning: the warm-up request failed: {e}");
-        }
-    }
+    warm_up(&ctx, &mut prompts, lengths[0], args.output_tokens).await?;
     let planned_knee = |n: u64| {
         knee::planned_concurrency(
             info.kv_pool_tokens,
@@ -195,46 +143,44 @@ pub async fn execute(args: LoadArgs) -> anyhow::Result<LoadResult> {
     Ok(ctx.out)
 }
 
-/// `ctxbench report` on load files: merge, summarise, print.
-pub fn report_files(
-    args: &crate::report::args::ReportArgs,
-    first: crate::resultfile::ResultFile,
-) -> anyhow::Result<u8> {
-    let mut files = vec![(args.file.display().to_string(), first)];
-    for p in &args.more {
-        let f = crate::resultfile::read(p).map_err(|e| anyhow::anyhow!("{e}"))?;
-        files.push((p.display().to_string(), f));
-    }
-    for (name, f) in &files {
-        if f.torn_tail {
-            eprintln!("note: the last line of {name} was torn (a crash mid-write) and was ignored");
-        }
-    }
-    let r = merge::merge(&files)?;
-    print!("{}", render::render_result(&r, args.format));
-    if let Some(h) = &args.html {
-        render::write_html(h, &r)?;
-    }
-    Ok(r.exit_code())
+/// The `--tasks` items must fit the explicit `--lengths` (those resolved from the server
+/// are checked once it answers).
+fn check_accuracy_lengths(
+    a: &crate::accuracy::args::AccuracyPlan,
+    specs: &[crate::lengths::LengthSpec],
+) -> anyhow::Result<()> {
+    let explicit: Vec<u64> = specs
+        .iter()
+        .filter_map(|l| match l {
+            crate::lengths::LengthSpec::Tokens(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    a.check_lengths(
+        &explicit,
+        &LOAD_DEPTHS,
+        crate::accuracy::generate::Style::Raw,
+    )
 }
 
-/// `ctxbench compare` on two load files: common cells side by side.
-pub fn compare_files(
-    args: &crate::report::args::CompareArgs,
-    a: (String, crate::resultfile::ResultFile),
-    b: (String, crate::resultfile::ResultFile),
-) -> anyhow::Result<u8> {
-    let (la, lb) = (a.0.clone(), b.0.clone());
-    let wanted = config_select::parse(&args.config).map_err(anyhow::Error::msg)?;
-    let pick = |(name, mut f): (String, crate::resultfile::ResultFile)| {
-        config_select::select(&mut f.load.cells, &wanted, &name).map_err(anyhow::Error::msg)?;
-        merge::merge(&[(name, f)])
+/// Warm-up, excluded: connections and the server's first-request costs.
+async fn warm_up(
+    ctx: &Ctx,
+    prompts: &mut crate::workload::PromptSource,
+    shortest: u64,
+    output_tokens: u64,
+) -> anyhow::Result<()> {
+    let n = 256.min(shortest);
+    let built = setup::fresh_prompt(prompts, ctx.backend.as_ref(), n).await?;
+    let req = backend::GenRequest {
+        prompt: built.prompt,
+        max_tokens: output_tokens.min(4),
+        ignore_eos: true,
+        cache_prompt: false,
+        deadline: ctx.deadline,
     };
-    let ra = pick(a)?;
-    let rb = pick(b)?;
-    print!("{}", compare::render(&ra, &rb, (&la, &lb), args.format)?);
-    if let Some(h) = &args.html {
-        crate::report::write_atomic(h, &compare::html(&ra, &rb, (&la, &lb))?)?;
+    if let Err(e) = ctx.backend.generate(&req).await {
+        eprintln!("warning: the warm-up request failed: {e}");
     }
-    Ok(exit::OK)
+    Ok(())
 }

@@ -1,5 +1,5 @@
 //! Numbers as report cells, shared by the load and trace sections: a percentile in ms, a
-//! figure to a number of places, `-` for none.
+//! figure to a number of places, dollars, `-` for none.
 
 use crate::record::load::Percentiles;
 
@@ -13,4 +13,14 @@ pub fn ms(p: Option<Percentiles>, f: fn(&Percentiles) -> f64) -> String {
 pub fn num(v: Option<f64>, digits: usize) -> String {
     v.map(|v| format!("{v:.digits$}"))
         .unwrap_or_else(|| "-".into())
+}
+
+/// Dollars with three significant digits (a cheap token costs well under a cent).
+pub fn usd(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 1.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.3}"),
+        None => "-".into(),
+    }
 }

@@ -123,41 +123,7 @@ pub(super) async fn prepare(
                 ..Default::default()
             },
         },
-        config: RunConfig {
-            lengths,
-            output_tokens: args.output_tokens,
-            reps,
-            method: args.method.name().to_string(),
-            cache_bust: args.cache_bust.name().to_string(),
-            needle: args.needle,
-            tasks: plan
-                .accuracy
-                .as_ref()
-                .map(|a| a.names())
-                .unwrap_or_default(),
-            samples: plan.accuracy.as_ref().map(|a| a.tasks.samples),
-            accuracy_threshold: plan
-                .accuracy
-                .as_ref()
-                .map(|_| args.accuracy.accuracy_threshold.clone()),
-            prompt_style: (args.needle || plan.accuracy.is_some())
-                .then(|| plan.style().name().to_string()),
-            needle_depths: if args.needle || plan.accuracy.is_some() {
-                plan.depths.clone()
-            } else {
-                Vec::new()
-            },
-            timeout: args.timeout.clone(),
-            seed: args.seed,
-            prompt_mode: session.prompts.mode().name().to_string(),
-            content: Some(session.prompts.content_label()),
-            rtt_s: info.rtt_s,
-            simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
-            depth: plan
-                .depth
-                .as_ref()
-                .map(|d| d.config(backend.api(), info.reports_cached_tokens == Some(true))),
-        },
+        config: run_config(args, plan, &info, lengths, reps, &session, backend.as_ref()),
     };
     Ok(Prepared {
         run,
@@ -171,6 +137,53 @@ pub(super) async fn prepare(
             page,
         },
     })
+}
+
+/// The run's configuration as the run record states it.
+fn run_config(
+    args: &SweepArgs,
+    plan: &Plan,
+    info: &ServerInfo,
+    lengths: Vec<u64>,
+    reps: u32,
+    session: &Session,
+    backend: &dyn Backend,
+) -> RunConfig {
+    RunConfig {
+        lengths,
+        output_tokens: args.output_tokens,
+        reps,
+        method: args.method.name().to_string(),
+        cache_bust: args.cache_bust.name().to_string(),
+        needle: args.needle,
+        tasks: plan
+            .accuracy
+            .as_ref()
+            .map(|a| a.names())
+            .unwrap_or_default(),
+        samples: plan.accuracy.as_ref().map(|a| a.tasks.samples),
+        accuracy_threshold: plan
+            .accuracy
+            .as_ref()
+            .map(|_| args.accuracy.accuracy_threshold.clone()),
+        prompt_style: (args.needle || plan.accuracy.is_some())
+            .then(|| plan.style().name().to_string()),
+        needle_depths: if args.needle || plan.accuracy.is_some() {
+            plan.depths.clone()
+        } else {
+            Vec::new()
+        },
+        timeout: args.timeout.clone(),
+        seed: args.seed,
+        prompt_mode: session.prompts.mode().name().to_string(),
+        content: Some(session.prompts.content_label()),
+        rtt_s: info.rtt_s,
+        simulator: args.target.url.is_none().then(|| format!("{:?}", args.sim)),
+        depth: plan
+            .depth
+            .as_ref()
+            .map(|d| d.config(backend.api(), info.reports_cached_tokens == Some(true))),
+    }
 }
 
 impl Prepared {

@@ -105,7 +105,7 @@ fn predict(args: &PredictArgs) -> anyhow::Result<u8> {
     let r = predict_with_bands(&twin, &args.load, args.no_band)?;
     print!(
         "{}",
-        crate::load::render::render_result(&r, args.load.format)
+        crate::load_report::render::render_result(&r, args.load.format)
     );
     if !args.no_band {
         print!("{}", crate::twin::render::bands::bands(&r.cells));
@@ -114,7 +114,7 @@ fn predict(args: &PredictArgs) -> anyhow::Result<u8> {
         crate::twin::predict::records::write(&twin, &r, path)?;
     }
     if let Some(path) = &args.load.html {
-        crate::load::render::write_html(path, &r)?;
+        crate::load_report::render::write_html(path, &r)?;
     }
     Ok(r.exit_code())
 }

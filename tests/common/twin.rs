@@ -53,7 +53,7 @@ pub async fn measure_and_check(
 /// The c=1 cell of a load file: its output tok/s, and the `load` flags that measure it
 /// again (its length, request budget and output tokens).
 pub fn c1_cell(path: &Path) -> (f64, Vec<String>) {
-    let r = ctxbench::load::merge::merge(&[(
+    let r = ctxbench::load_report::merge::merge(&[(
         path.display().to_string(),
         ctxbench::resultfile::read(path).unwrap(),
     )])

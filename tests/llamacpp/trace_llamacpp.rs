@@ -81,7 +81,7 @@ async fn shared_prefixes_show_as_cached_tokens_and_a_smaller_prompt_n() {
         shown += u64::from(possible > 0 && cache_n > 0);
     }
     assert_eq!(shown, 3, "turns 2-4 each reuse the turn before");
-    let h = ctxbench::load::trace_report::hits(&r).unwrap();
+    let h = ctxbench::load_report::trace_report::hits(&r).unwrap();
     // Each request's count is within a page of the possible one.
     let tol = (PAGE * h.ok) as f64 / h.input_tokens as f64;
     let obs = h.observed_ratio.unwrap();

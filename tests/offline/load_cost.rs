@@ -197,7 +197,7 @@ async fn dollars_and_joules_per_token_agree_with_the_records() {
     assert!(rel(c.gpu_power_w.unwrap(), total_w) < 1e-9);
     assert!((c.gpu_util_pct.unwrap() - 90.0).abs() < 1e-9);
     // Printed per cell, and recomputed alike from the file by `report`.
-    let text = ctxbench::load::render::render_result(&r, ctxbench::choices::Format::Table);
+    let text = ctxbench::load_report::render::render_result(&r, ctxbench::choices::Format::Table);
     assert!(
         text.contains("usd/Mtok_out") && text.contains("J/out_tok"),
         "{text}"
@@ -205,7 +205,7 @@ async fn dollars_and_joules_per_token_agree_with_the_records() {
     assert!(text.contains(&format!("{got_j:.3}")), "{text}");
     let f = ctxbench::resultfile::read(&out).unwrap();
     assert!(f.load.gpu_metrics.len() as u64 >= gpu.scrapes);
-    let merged = ctxbench::load::merge::merge(&[("load.jsonl".into(), f)]).unwrap();
+    let merged = ctxbench::load_report::merge::merge(&[("load.jsonl".into(), f)]).unwrap();
     let m = &merged.cells[0];
     // Recomputed from the file: the same figures to the last bits of a double (the terms
     // are summed in another order; CI saw 2.1700523535200382 against …0387).
@@ -217,7 +217,7 @@ async fn dollars_and_joules_per_token_agree_with_the_records() {
         assert!(rel(a, b) < 1e-12, "{a} from the file vs {b}");
     }
     // The load's HTML holds the telemetry series beside the server's.
-    let html = ctxbench::load::render::html(&r);
+    let html = ctxbench::load_report::render::html(&r);
     assert!(
         html.contains("GPU power (W)") && html.contains("GPU 1"),
         "no GPU chart"

@@ -7,7 +7,7 @@ use crate::common;
 
 use common::bin::{ctxbench, run_bounded, text};
 use common::{load_args, sim, timing_lock};
-use ctxbench::load::merge::merge;
+use ctxbench::load_report::merge::merge;
 use ctxbench::resultfile::{ResultFile, read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -368,6 +368,6 @@ async fn a_sharded_trace_keeps_groups_together_and_shares_blocks_across_shards()
         cross_shard, 11,
         "every first turn but the first hit the system prompt"
     );
-    let h = ctxbench::load::trace_report::hits(&merged).unwrap();
+    let h = ctxbench::load_report::trace_report::hits(&merged).unwrap();
     assert_eq!(h.exact as usize, n);
 }

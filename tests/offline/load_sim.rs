@@ -241,8 +241,12 @@ async fn a_capped_open_loop_shows_coordinated_omission_and_says_so() {
         "{:?}",
         c.notes
     );
-    let table =
-        ctxbench::load::render::render(&r.plan, &r.cells, &r.knees, ctxbench::cli::Format::Table);
+    let table = ctxbench::load_report::render::render(
+        &r.plan,
+        &r.cells,
+        &r.knees,
+        ctxbench::cli::Format::Table,
+    );
     assert!(table.contains("coordinated omission"), "{table}");
 }
 
@@ -296,12 +300,13 @@ async fn the_file_resumes_per_cell_and_reports_merge_by_records() {
     );
     // Two clients' files of one plan merge by their raw records.
     let f = ctxbench::resultfile::read(&out).unwrap();
-    let merged = ctxbench::load::merge::merge(&[("a".into(), f.clone()), ("b".into(), f)]).unwrap();
+    let merged =
+        ctxbench::load_report::merge::merge(&[("a".into(), f.clone()), ("b".into(), f)]).unwrap();
     for (m, c) in merged.cells.iter().zip(&file.load.cells) {
         assert_eq!(m.sent, 2 * c.sent);
         assert_eq!(m.ok + m.failed, m.sent);
     }
-    let html = ctxbench::load::render::html(&merged);
+    let html = ctxbench::load_report::render::html(&merged);
     assert!(
         html.contains("chart-ttft") && html.contains("chart-pareto"),
         "{html}"
@@ -309,7 +314,7 @@ async fn the_file_resumes_per_cell_and_reports_merge_by_records() {
     let mut other = ctxbench::resultfile::read(&out).unwrap();
     other.load.plan.as_mut().unwrap().seed += 1;
     let f = ctxbench::resultfile::read(&out).unwrap();
-    let e = ctxbench::load::merge::merge(&[("a".into(), f), ("b".into(), other)]);
+    let e = ctxbench::load_report::merge::merge(&[("a".into(), f), ("b".into(), other)]);
     assert!(e.is_err_and(|e| e.to_string().contains("different load plan")));
     let _ = Record::Knee(Default::default());
 }
@@ -679,12 +684,12 @@ async fn a_cells_accept_length_is_its_requests_median_and_is_shown() {
         ctxbench::cli::Format::Csv,
         ctxbench::cli::Format::Markdown,
     ] {
-        let text = ctxbench::load::render::render(&r.plan, &r.cells, &r.knees, format);
+        let text = ctxbench::load_report::render::render(&r.plan, &r.cells, &r.knees, format);
         assert!(
             text.contains("accept_len") && text.contains("steps/s"),
             "{text}"
         );
         assert!(text.contains(&format!("{cell:.2}")), "{text}");
     }
-    assert!(ctxbench::load::render::html(&r).contains("accept_len"));
+    assert!(ctxbench::load_report::render::html(&r).contains("accept_len"));
 }

@@ -104,7 +104,7 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
     }
     // 200 requests less 40 strangers and the 16 conversations' first turns.
     assert_eq!(hits, 144, "every later turn hit");
-    let h = ctxbench::load::trace_report::hits(&r).unwrap();
+    let h = ctxbench::load_report::trace_report::hits(&r).unwrap();
     // The bound; the equality above makes every bin's gap 0.
     for b in &h.bins {
         let obs = b
@@ -118,16 +118,18 @@ async fn cached_tokens_match_the_simulators_truth_and_the_possible_hits() {
     // The report rebuilds the same from the file.
     let file = ctxbench::resultfile::read(&out).unwrap();
     assert_eq!(file.load.requests.len(), 200);
-    let merged = ctxbench::load::merge::merge(&[("out".into(), file)]).unwrap();
-    assert_eq!(ctxbench::load::trace_report::hits(&merged).unwrap(), h);
-    let text = ctxbench::load::trace_report::text(&merged);
+    let merged = ctxbench::load_report::merge::merge(&[("out".into(), file)]).unwrap();
+    assert_eq!(
+        ctxbench::load_report::trace_report::hits(&merged).unwrap(),
+        h
+    );
+    let text = ctxbench::load_report::trace_report::text(&merged);
     assert!(text.contains("prefix hits: possible"), "{text}");
-    let html = ctxbench::load::render::html(&merged);
+    let html = ctxbench::load_report::render::html(&merged);
     assert!(html.contains("chart-trace-hits") && html.contains("chart-trace-ttft"));
-    let json: serde_json::Value = serde_json::from_str(&ctxbench::load::render::render_result(
-        &merged,
-        ctxbench::cli::Format::Json,
-    ))
+    let json: serde_json::Value = serde_json::from_str(
+        &ctxbench::load_report::render::render_result(&merged, ctxbench::cli::Format::Json),
+    )
     .unwrap();
     assert_eq!(json["trace"]["exact"], 200);
     assert_eq!(json["plan"]["trace"]["requests"], 200);
@@ -207,14 +209,14 @@ async fn a_pool_smaller_than_the_working_set_is_named_as_eviction() {
         truth.iter().any(|t| t.pool_evicted_pages > 0),
         "the simulator evicted cached pages"
     );
-    let h = ctxbench::load::trace_report::hits(&r).unwrap();
+    let h = ctxbench::load_report::trace_report::hits(&r).unwrap();
     let obs = h.observed_ratio.unwrap();
     assert!(
         obs < 0.8 * h.possible_ratio,
         "{obs} vs {}",
         h.possible_ratio
     );
-    let text = ctxbench::load::trace_report::text(&r);
+    let text = ctxbench::load_report::trace_report::text(&r);
     assert!(text.contains("eviction"), "{text}");
     assert!(
         text.contains("exceeds the server's KV pool (8192 tokens)"),

@@ -90,7 +90,7 @@ fn a_trace_hits_the_engines_cache_and_its_file_reads_as_a_load_file() {
     );
     ctxbench::twin::write_prediction(&twin, &r, &out).unwrap();
     let f = ctxbench::resultfile::read(&out).unwrap();
-    let back = ctxbench::load::merge::merge(&[("pred".into(), f)]).unwrap();
+    let back = ctxbench::load_report::merge::merge(&[("pred".into(), f)]).unwrap();
     assert_eq!(back.cells.len(), 1);
     assert_eq!(back.cells[0].ttft_s, r.cells[0].ttft_s);
     let text = std::fs::read_to_string(&out).unwrap();

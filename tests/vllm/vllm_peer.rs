@@ -293,7 +293,7 @@ async fn a_trace_replays_hits_equal_to_vllms_counter() {
         .await
         .expect("the trace replays");
     let hits_after = server.metric("vllm:prefix_cache_hits_total");
-    print!("{}", ctxbench::load::trace_report::text(&r));
+    print!("{}", ctxbench::load_report::trace_report::text(&r));
     assert_eq!(r.requests.len(), 14);
     let page = 128;
     for q in &r.requests {
@@ -317,7 +317,7 @@ async fn a_trace_replays_hits_equal_to_vllms_counter() {
             info.line
         );
     }
-    let h = ctxbench::load::trace_report::hits(&r).unwrap();
+    let h = ctxbench::load_report::trace_report::hits(&r).unwrap();
     assert_eq!(h.exact, 14, "every request exactly as possible");
     assert_eq!(
         h.observed_cached_tokens,

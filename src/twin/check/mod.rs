@@ -5,13 +5,13 @@
 
 mod compare;
 
-use crate::load::{LoadResult, merge};
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
 use crate::resultfile::ResultFile;
 use crate::twin::model::figure::Figure;
 use crate::twin::model::twin::Twin;
 use crate::twin::predict::plan::{predict_cells, timeout_s};
 use crate::twin::uncertainty::banded::predict_banded_by;
+use crate::{load::LoadResult, load_report::merge};
 use compare::{Compared, compare};
 use std::path::Path;
 

@@ -100,7 +100,7 @@ pub fn widen(mut profile: Profile, load: &Path) -> (Profile, Option<String>) {
 /// against the twin's prediction of each (`None` when they cannot be predicted or hold
 /// too few requests).
 fn run_spread(profile: &Profile, shown: String, file: ResultFile) -> Option<RunSpread> {
-    let measured = crate::load::merge::merge(&[(shown.clone(), file)]).ok()?;
+    let measured = crate::load_report::merge::merge(&[(shown.clone(), file)]).ok()?;
     let twin = Twin::new(profile.clone(), shown);
     let predicted = predict_cells(&twin, &measured, timeout_s(&measured)).ok()?;
     let of = |r: &LoadResult, c: &CellRecord| {

@@ -3,7 +3,7 @@
 //! {"max_running": 2}`), and their cell keys repeat. Reading such a file as one plan would
 //! set configurations side by side as if they were one server; `--config` picks one.
 
-use super::knob::{Knob, Tag, label};
+use crate::load::knob::{Knob, Tag, label};
 use crate::record::load::CellRecord;
 
 /// `KNOB=VALUE` settings (`--config max-running=2 --config pool=64k`) as the tag cells

@@ -2,7 +2,7 @@
 //! summary and its time bins as text, and HTML charts of possible and observed hit ratio
 //! and TTFT over the trace's time.
 
-use super::result::LoadResult;
+use crate::load::LoadResult;
 use crate::report::escape::escape;
 use crate::report::numbers::{ms, num};
 use crate::report::plot::{Chart, Point, Series, Unit};

@@ -3,8 +3,8 @@
 //! speculation stops paying (batched verify steps cost more as batches grow, so its gain
 //! shrinks with concurrency and, past a point, turns into a loss).
 
-use super::result::LoadResult;
 use crate::lengths::format_count;
+use crate::load::LoadResult;
 use crate::record::load::CellRecord;
 
 /// One common cell: the speculative file's figures and the plain one's.

@@ -1,13 +1,13 @@
 //! Load results on stdout (table, json, csv, markdown) and as HTML: pure functions of the
 //! cell and knee records (the HTML also of the scrapes).
 
-use super::result::LoadResult;
 use crate::choices::Format;
 use crate::lengths::format_count;
+use crate::load::LoadResult;
 use crate::record::load::{CellRecord, KneeRecord, LoadPlan};
 use crate::report::escape::escape;
 use crate::report::html::page::{plain_document as page, plain_table as html_table};
-use crate::report::numbers::{ms, num};
+use crate::report::numbers::{ms, num, usd};
 use crate::report::plot::{Chart, Point, Series, Unit};
 use std::path::Path;
 
@@ -85,16 +85,6 @@ fn columns(x: Extra) -> Vec<&'static str> {
         cols.extend(["J/out_tok", "gpu_W", "gpu_util%"]);
     }
     cols
-}
-
-/// Dollars with three significant digits (a cheap token costs well under a cent).
-fn usd(x: Option<f64>) -> String {
-    match x {
-        Some(v) if v >= 100.0 => format!("{v:.0}"),
-        Some(v) if v >= 1.0 => format!("{v:.2}"),
-        Some(v) => format!("{v:.3}"),
-        None => "-".into(),
-    }
 }
 
 /// The median accept length, `~` before a proxy figure (as in the sweep's table).
@@ -289,41 +279,6 @@ fn table(cols: &[&str], rows: Vec<Vec<String>>) -> String {
         s.push_str(&line(r));
     }
     s
-}
-
-/// One line per finished cell, on stderr.
-pub fn progress_line(c: &CellRecord) -> String {
-    let mut extra = match c.accuracy.get(crate::accuracy::tally::ALL) {
-        Some(a) => format!(", accuracy {}", crate::report::accuracy::cell_text(a)),
-        None => String::new(),
-    };
-    if c.usd_per_mtok_output.is_some() {
-        extra.push_str(&format!(
-            ", ${} per M out tok (${} per M good)",
-            usd(c.usd_per_mtok_output),
-            usd(c.usd_per_mtok_goodput)
-        ));
-    }
-    if let Some(j) = c.energy_j_per_output_token {
-        extra.push_str(&format!(", {j:.3} J/out tok"));
-    }
-    format!(
-        "{:>6} {:>8}: {}/{} ok, TTFT p50 {} ms p99 {} ms, TPOT p50 {} ms, {} out tok/s, goodput {}%{}{extra}",
-        format_count(c.cell.context_tokens),
-        c.cell.load_label(),
-        c.ok,
-        c.sent,
-        ms(c.ttft_s, |p| p.p50),
-        ms(c.ttft_s, |p| p.p99),
-        ms(c.tpot_s, |p| p.p50),
-        num(c.output_tps, 0),
-        num(c.goodput_fraction.map(|f| f * 100.0), 0),
-        if c.meets_target {
-            ""
-        } else {
-            " (misses the target)"
-        }
-    )
 }
 
 pub(super) fn chart(id: &str, title: &str, x: &str, y: &str, x_unit: Unit, y_unit: Unit) -> Chart {
@@ -576,7 +531,7 @@ pub fn html(r: &LoadResult) -> String {
         escape(&r.run.target.url),
         escape(r.run.target.model.as_deref().unwrap_or("-")),
         escape(&r.plan.mode),
-        escape(&super::slo::DisplaySlo(&r.plan.slo).to_string()),
+        escape(&crate::load::slo::DisplaySlo(&r.plan.slo).to_string()),
         r.plan.goodput_target
     ));
     body.push_str(&html_table(&columns(Extra::of(&r.cells)), rows(&r.cells)));

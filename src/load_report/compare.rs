@@ -1,9 +1,9 @@
 //! `compare` for load files: the cells both files hold, side by side with the ratio B/A.
 
 use super::render;
-use super::result::LoadResult;
 use crate::choices::Format;
 use crate::lengths::format_count;
+use crate::load::LoadResult;
 use crate::record::load::CellRecord;
 use crate::report::escape::escape;
 use crate::report::html::page::{plain_document, plain_table};

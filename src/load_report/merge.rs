@@ -3,8 +3,8 @@
 //! cell summarised again: percentiles come from the merged records, never from averaging
 //! the files' own percentiles.
 
-use super::cell;
-use super::result::LoadResult;
+use crate::load::LoadResult;
+use crate::load::cell;
 use crate::record::load::{CellKey, CellRecord, LoadPlan, RequestRecord, ShardTag};
 use crate::resultfile::ResultFile;
 
