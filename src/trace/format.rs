@@ -211,15 +211,13 @@ pub fn parse(
                 ),
             ));
         }
-        out.push(TraceRequest {
+        out.push(TraceRequest::at(
             line,
             timestamp_ms,
             input_length,
             output_length,
             hash_ids,
-            session: None,
-            recorded_cached_tokens: None,
-        });
+        ));
     }
     if out.is_empty() {
         return Err(err(0, "the trace holds no request (an empty file)".into()));
