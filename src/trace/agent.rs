@@ -9,7 +9,7 @@
 //! - `azure-agent`: Azure's GitHub Copilot coding-agent sessions (2026), `{session_id,
 //!   turns: [{llm_calls: [{timestamp, duration_ms, tokens: {prompt, completion, cached}}]}]}`.
 
-use super::format::{SessionTurn, TraceError, TraceRequest, json_lines};
+use super::format::{SessionTurn, TraceError, TraceRequest, fresh_ids, json_lines};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -18,13 +18,6 @@ fn err(line: usize, message: impl Into<String>) -> TraceError {
         line,
         message: message.into(),
     }
-}
-
-/// Ids no file holds: one range per (line, call), so they never collide with each other or
-/// with the file's own (which [`scoped`] keeps below 2^62).
-fn fresh(line: usize, call: usize, blocks: usize) -> Vec<u64> {
-    let base = (1u64 << 62) + ((line as u64) << 36) + ((call as u64) << 20);
-    (0..blocks as u64).map(|i| base + i).collect()
 }
 
 /// A conversation-local id made unique across the file's conversations.
@@ -107,7 +100,7 @@ pub fn dynamo(text: &str, block_tokens: u64) -> Result<Vec<TraceRequest>, TraceE
             return Err(err(line, "`delay` must be 0 or more milliseconds"));
         }
         let blocks = input.div_ceil(block_tokens) as usize;
-        let ids = l.hash_ids.unwrap_or_else(|| fresh(line, 0, blocks));
+        let ids = l.hash_ids.unwrap_or_else(|| fresh_ids(line, 0, blocks));
         if ids.len() != blocks {
             return Err(err(
                 line,
@@ -195,11 +188,6 @@ struct Call {
     requests: Vec<Call>,
 }
 
-/// The 1-based line a byte offset of `text` falls on.
-fn line_at(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
 /// kv-cache-tester's conversations (the "Claude-Code" traces): one JSON object per
 /// conversation, each starting at 0. `hash_ids` cover the whole blocks of `in` (the tail of a
 /// partial block gets a fresh id of its own); with `hash_id_scope` "local" (the default), ids
@@ -208,9 +196,13 @@ fn line_at(text: &str, offset: usize) -> usize {
 pub fn claude_code(text: &str, block_tokens: u64) -> Result<Vec<TraceRequest>, TraceError> {
     let mut out = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Conversation>();
+    // The line each conversation starts on, counted on from the last one's (once through).
+    let (mut counted, mut line) = (0, 1);
     for ci in 0.. {
         let rest = &text[stream.byte_offset()..];
-        let line = line_at(text, text.len() - rest.trim_start().len());
+        let start = text.len() - rest.trim_start().len();
+        line += text[counted..start].matches('\n').count();
+        counted = start;
         let Some(conv) = stream.next() else { break };
         let c = conv.map_err(|e| {
             err(
@@ -287,7 +279,7 @@ fn conversation(
             .collect::<Result<Vec<u64>, String>>()
             .map_err(|m| err(line, format!("{what}: {m}")))?;
         if n < all {
-            ids.extend(fresh(line, k, 1));
+            ids.extend(fresh_ids(line, k, 1));
         }
         at_ms = at_ms.max(call.t * 1e3);
         out.push(TraceRequest {
@@ -373,13 +365,13 @@ pub fn azure_agent(text: &str, block_tokens: u64) -> Result<Vec<TraceRequest>, T
             }
             let blocks = c.tokens.prompt.div_ceil(block_tokens) as usize;
             let (ids, delay) = match &previous {
-                None => (fresh(line, k, blocks), 0.0),
+                None => (fresh_ids(line, k, blocks), 0.0),
                 Some((before, _, end)) => {
                     let shared = ((c.tokens.cached.min(c.tokens.prompt - 1) / block_tokens)
                         as usize)
                         .min(before.len());
                     let mut ids = before[..shared].to_vec();
-                    ids.extend(fresh(line, k, blocks - shared));
+                    ids.extend(fresh_ids(line, k, blocks - shared));
                     (ids, (start - end).max(0.0))
                 }
             };
@@ -516,6 +508,15 @@ mod tests {
         assert_eq!(l[5], Some((4, 30.0)), "the parent resumes after it");
         let e = claude_code(CLAUDE, 512).unwrap_err();
         assert!(e.message.contains("--block-tokens 64"), "{e}");
+        let second = format!(
+            "{}\n\n{{\"id\": \"x\", \"block_size\": 16, \"requests\": []}}",
+            CLAUDE.trim()
+        );
+        assert_eq!(
+            claude_code(&second, 64).unwrap_err().line,
+            4,
+            "after two conversations and a blank line"
+        );
         let e = claude_code("{\"id\": \"x\", \"requests\": [{\"t\": 0}]}", 64).unwrap_err();
         assert!(e.message.contains("call 1: no `in`"), "{e}");
     }

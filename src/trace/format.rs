@@ -139,10 +139,11 @@ pub(crate) fn json_lines<'a, T: serde::de::DeserializeOwned>(
         })
 }
 
-/// Ids for a request without `hash_ids` (jsonl): above any id a file is likely to hold, one
-/// range per line, so they never collide with each other or with the file's own.
-fn fresh_ids(line: usize, blocks: usize) -> Vec<u64> {
-    let base = (1u64 << 62) + ((line as u64) << 20);
+/// Ids for blocks a trace names none for (a jsonl line without `hash_ids`, an agent call's
+/// new part): at 2^62 and above, where no file's own ids go (`agent::scoped` keeps scoped
+/// ones below), one range per (line, call of the line), so they never collide.
+pub(crate) fn fresh_ids(line: usize, call: usize, blocks: usize) -> Vec<u64> {
+    let base = (1u64 << 62) + ((line as u64) << 36) + ((call as u64) << 20);
     (0..blocks as u64).map(|i| base + i).collect()
 }
 
@@ -180,7 +181,7 @@ pub fn parse(
         let blocks = input_length.div_ceil(block_tokens) as usize;
         let hash_ids = match (l.hash_ids, format) {
             (Some(ids), _) => ids,
-            (None, TraceFormat::Jsonl) => fresh_ids(line, blocks),
+            (None, TraceFormat::Jsonl) => fresh_ids(line, 0, blocks),
             (None, _) => {
                 return Err(err(
                     line,
