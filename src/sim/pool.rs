@@ -3,7 +3,7 @@
 //! Unreferenced cached pages are evicted least-recently-released first when room is needed.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Keeps memory bounded whatever the pool size says.
@@ -48,7 +48,7 @@ pub struct KvPool {
     free: i64,
     cache_on: bool,
     cached: HashMap<u128, Cached, BuildHasherDefault<KeyHasher>>,
-    evictable: BTreeSet<(u64, Reverse<u32>, u128)>,
+    evictable: Lru,
     tick: u64,
     evicted_pages: u64,
 }
@@ -63,7 +63,7 @@ impl KvPool {
             free: capacity as i64,
             cache_on,
             cached: HashMap::default(),
-            evictable: BTreeSet::new(),
+            evictable: Lru::default(),
             tick: 0,
             evicted_pages: 0,
         }
@@ -147,7 +147,7 @@ impl KvPool {
         for key in keys {
             if let Some(c) = self.cached.get_mut(key) {
                 if c.refs == 0 {
-                    self.evictable.remove(&(c.tick, Reverse(c.depth), *key));
+                    self.evictable.forget();
                 }
                 c.refs += 1;
             }
@@ -157,15 +157,20 @@ impl KvPool {
     /// Drop references; pages nobody references become evictable, newest last.
     pub fn release(&mut self, keys: &[u128]) {
         self.tick += 1;
+        let mut batch = Vec::new();
         for key in keys {
-            if let Some(c) = self.cached.get_mut(key) {
-                c.refs = c.refs.saturating_sub(1);
+            if let Some(c) = self.cached.get_mut(key)
+                && c.refs > 0
+            {
+                c.refs -= 1;
                 if c.refs == 0 {
                     c.tick = self.tick;
-                    self.evictable.insert((c.tick, Reverse(c.depth), *key));
+                    batch.push((self.tick, Reverse(c.depth), *key));
                 }
             }
         }
+        self.evictable.push(batch);
+        self.compact();
     }
 
     /// Take `pages` private pages, evicting LRU cached pages as needed; false (and nothing
@@ -227,19 +232,21 @@ impl KvPool {
         self.tick += 1;
         let tick = self.tick;
         let mut added = 0;
+        let mut batch = Vec::new();
         for (depth, &key) in keys.iter().enumerate() {
             let depth = depth as u32;
             if let Some(c) = self.cached.get_mut(&key) {
                 if c.refs == 0 {
-                    self.evictable.remove(&(c.tick, Reverse(c.depth), key));
+                    // Refreshed: its older entry goes stale, the new one joins this batch.
+                    self.evictable.forget();
                     c.tick = tick;
-                    self.evictable.insert((tick, Reverse(c.depth), key));
+                    batch.push((tick, Reverse(c.depth), key));
                 }
                 continue;
             }
             if self.free < 1 {
-                let older = self.evictable.first().is_some_and(|(t, _, _)| *t < tick);
-                if !older {
+                // This call's batch is not queued yet, so whatever is queued is older.
+                if self.oldest().is_none() {
                     break;
                 }
                 self.evict_one();
@@ -254,8 +261,10 @@ impl KvPool {
                     depth,
                 },
             );
-            self.evictable.insert((tick, Reverse(depth), key));
+            batch.push((tick, Reverse(depth), key));
         }
+        self.evictable.push(batch);
+        self.compact();
         added
     }
 
@@ -277,11 +286,76 @@ impl KvPool {
     }
 
     fn evict_one(&mut self) {
-        if let Some((_, _, key)) = self.evictable.pop_first() {
+        if let Some(key) = self.oldest() {
+            self.evictable.queue.pop_front();
+            self.evictable.forget();
             self.cached.remove(&key);
             self.free += 1;
             self.evicted_pages += 1;
         }
+    }
+
+    /// The least recently released unreferenced page, its stale entries dropped on the way.
+    fn oldest(&mut self) -> Option<u128> {
+        while let Some(&(tick, _, key)) = self.evictable.queue.front() {
+            if self.is_current(tick, key) {
+                return Some(key);
+            }
+            self.evictable.queue.pop_front();
+        }
+        None
+    }
+
+    /// Whether a queued entry still stands for its page: unreferenced since that release.
+    fn is_current(&self, tick: u64, key: u128) -> bool {
+        self.cached
+            .get(&key)
+            .is_some_and(|c| c.refs == 0 && c.tick == tick)
+    }
+
+    /// Drops stale entries once they outnumber the live ones, keeping the queue's order.
+    fn compact(&mut self) {
+        if self.evictable.queue.len() <= 4 * self.evictable.live + 65_536 {
+            return;
+        }
+        let mut queue = std::mem::take(&mut self.evictable.queue);
+        queue.retain(|&(tick, _, key)| self.is_current(tick, key));
+        self.evictable.queue = queue;
+    }
+}
+
+/// Unreferenced cached pages in eviction order: oldest release first, and within one release
+/// the deepest page first. Releases come in tick order, so each is appended whole at the back;
+/// a page referenced again is not searched for but left behind as a stale entry (its page's
+/// refs or tick no longer match), skipped when it reaches the front and dropped in bulk when
+/// stale entries outnumber live ones. A `BTreeSet` kept in that order was a quarter of a
+/// twin's prediction, in its inserts and removals.
+#[derive(Debug, Default)]
+struct Lru {
+    queue: VecDeque<(u64, Reverse<u32>, u128)>,
+    /// Entries that are current: the evictable pages' count.
+    live: usize,
+}
+
+impl Lru {
+    fn len(&self) -> usize {
+        self.live
+    }
+
+    fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Queue one release's pages, all newer than everything queued.
+    fn push(&mut self, mut batch: Vec<(u64, Reverse<u32>, u128)>) {
+        batch.sort_unstable();
+        self.live += batch.len();
+        self.queue.extend(batch);
+    }
+
+    /// One queued entry went stale or was evicted.
+    fn forget(&mut self) {
+        self.live -= 1;
     }
 }
 
@@ -435,6 +509,39 @@ mod tests {
         let kl = pool.keys(&long);
         assert_eq!(pool.cache_finished(&kl), 4);
         assert_eq!(pool.lookup(&long).len(), 4);
+    }
+
+    #[test]
+    fn eviction_order_and_counts_hold_across_many_stale_queue_entries() {
+        // Each acquire of an evictable page leaves a stale entry behind; 20k reuses of a
+        // 4-page chain leave 80k, past the compaction threshold (4 × live + 65,536), so the
+        // queue is compacted at least once on the way.
+        let mut pool = KvPool::new(4, 40, true); // 10 pages
+        let a: Vec<u32> = (0..17).collect();
+        let b: Vec<u32> = (100..117).collect();
+        let (ka, kb) = (pool.keys(&a), pool.keys(&b));
+        pool.cache_finished(&ka);
+        pool.cache_finished(&kb);
+        for _ in 0..20_000 {
+            pool.acquire(&ka);
+            assert_eq!(pool.evictable_pages(), 4);
+            pool.release(&ka);
+        }
+        assert!(pool.evictable.queue.len() < 80_000, "compacted");
+        assert_eq!(pool.evictable_pages(), 8);
+        assert_eq!(pool.referenced_pages(), 0);
+        assert_eq!(pool.available(), 10);
+        // b was released longest ago: its pages go first, the deepest first.
+        assert!(pool.alloc(5));
+        assert_eq!(pool.evicted_pages(), 3);
+        assert_eq!(pool.lookup(&b).len(), 1);
+        assert_eq!(pool.lookup(&a).len(), 4);
+        assert!(pool.alloc(2));
+        assert_eq!(pool.lookup(&b).len(), 0);
+        assert_eq!(pool.lookup(&a).len(), 3);
+        pool.flush();
+        assert_eq!((pool.cached_pages(), pool.evictable_pages()), (0, 0));
+        assert_eq!(pool.available(), 3);
     }
 
     #[test]
