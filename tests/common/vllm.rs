@@ -1,5 +1,5 @@
 //! The second real peer: vLLM 0.32's CPU build (`scripts/vllm.sh`) serving a model from
-//! `scripts/vllm-models.sh` on a free loopback port. vLLM is heavy (about 65 s to start,
+//! `scripts/vllm-models.sh` on a free loopback port. vLLM is heavy (25–35 s to start eager,
 //! several GB of memory), so a test binary shares one server per configuration
 //! ([`VllmServer::shared`]); each starts once, on first use, and is killed when the binary
 //! exits or when another configuration starts while no test holds it. When the peer cannot
@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long vLLM may take to become healthy: about 65 s alone on 2 cores, allowed 4× for a
+/// How long vLLM may take to become healthy: about 65 s alone on 2 cores when compiled, allowed 4× for a
 /// machine that other tests or builds load.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -123,6 +123,17 @@ pub fn dtype() -> &'static str {
     })
 }
 
+/// Whether the model runs through torch.compile (`CTXBENCH_VLLM_COMPILE=1`) rather than
+/// eagerly (the default here). vLLM 0.32's CPU build recompiles at every start (its compile
+/// cache fails to load: "'function' object has no attribute 'finalize_loading'"): a tiny-model
+/// start took 54 s compiled and 29 s eager, and the suite starts six or seven servers. Eager
+/// decode is slower (a 128-token reply 0.9–1.0 s against 0.5–0.7 s), which no test's bound
+/// depends on: the peer tests compare ctxbench with vLLM's own counters, and the twin's
+/// calibrate against the server as it runs.
+pub fn compiled() -> bool {
+    std::env::var("CTXBENCH_VLLM_COMPILE").is_ok_and(|v| v == "1")
+}
+
 /// A running vLLM server; killed (its whole process group) on drop.
 pub struct VllmServer {
     child: Child,
@@ -137,7 +148,7 @@ pub struct VllmServer {
 }
 
 impl VllmServer {
-    /// Start a server for `config` (about 65 s on 2 cores). Prefer [`VllmServer::shared`].
+    /// Start a server for `config` (25–35 s on 2 cores, eager). Prefer [`VllmServer::shared`].
     pub fn start(config: Config) -> VllmServer {
         use std::os::unix::process::CommandExt;
         let py = python();
@@ -158,6 +169,9 @@ impl VllmServer {
             .args(["--port", &port.to_string()])
             .arg("--enable-prompt-tokens-details")
             .arg("--disable-uvicorn-access-log");
+        if !compiled() {
+            cmd.arg("--enforce-eager");
+        }
         if config.ngram_spec {
             cmd.args(["--speculative-config", NGRAM_SPEC]);
         }
