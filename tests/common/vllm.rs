@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long vLLM may take to become healthy: about 65 s alone on 2 cores when compiled, allowed 4× for a
-/// machine that other tests or builds load.
+/// How long vLLM may take to become healthy: about 65 s alone on 2 cores when compiled,
+/// allowed 4× for a machine that other tests or builds load.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The model a server serves.
