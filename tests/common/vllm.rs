@@ -126,11 +126,11 @@ pub fn dtype() -> &'static str {
 /// Whether the model runs through torch.compile (`CTXBENCH_VLLM_COMPILE=1`) rather than
 /// eagerly (the default here). vLLM 0.32's CPU build recompiles at every start (its compile
 /// cache fails to load: "'function' object has no attribute 'finalize_loading'"): a tiny-model
-/// start took 54 s compiled and 29 s eager, and the suite starts six or seven servers. Eager
-/// decode is slower (a 128-token reply 0.9–1.0 s against 0.5–0.7 s), which no test's bound
-/// depends on: the peer tests compare ctxbench with vLLM's own counters, and the twin's
-/// calibrate against the server as it runs.
-pub fn compiled() -> bool {
+/// start took 54 s compiled and 29 s eager, and the `vllm` binary starts five servers
+/// (docs/testing.md). Eager decode is slower (a 128-token reply 0.9–1.0 s against 0.5–0.7 s),
+/// which no test's bound depends on: the peer tests compare ctxbench with vLLM's own
+/// counters, and the twin's calibrate against the server as it runs.
+fn compiled() -> bool {
     std::env::var("CTXBENCH_VLLM_COMPILE").is_ok_and(|v| v == "1")
 }
 
