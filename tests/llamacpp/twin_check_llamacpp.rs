@@ -1,7 +1,7 @@
 //! The twin's fidelity against the real peer, end to end: calibrate against llama.cpp's
 //! llama-server (`-np 4`, tiny model, CPU, one compute thread; `CTXBENCH_TWIN_THREADS=2`
 //! for two) with the default plan (its closed-loop cells at concurrency 1, 2 and 4, the
-//! slot limit), measure the cells five times each — 1k prompts at concurrency 4
+//! slot limit), hold what the calibration read and fitted (`twin_llamacpp`), measure the cells five times each — 1k prompts at concurrency 4
 //! and 8 (8 queue behind 4 slots) and an open-loop Poisson cell — and hold the figures
 //! to the bounds `twin check` defines: 10 % on p50
 //! TTFT, p50 TPOT, tok/s and goodput, 25 % on p90/p99 TTFT, never tighter than 1.5× the
@@ -132,7 +132,7 @@ const RUNS: usize = 5;
 async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_bounds() {
     let _timing = timing_lock().await;
     let started = std::time::Instant::now();
-    // One compute thread, as twin_llamacpp: two threads stall each other on a shared host.
+    // One compute thread: two threads stall each other on a shared host.
     let threads = std::env::var("CTXBENCH_TWIN_THREADS").unwrap_or_else(|_| "1".into());
     let server = LlamaServer::start_with_args(4, &["-t", &threads, "-tb", &threads]);
     let dir = tempfile::tempdir().unwrap();
@@ -140,6 +140,12 @@ async fn a_calibrated_profile_predicts_held_out_llama_server_cells_within_their_
     let c = common::llama::twin_calibrate(&server, &out).await;
     println!("calibration took {:.1} s", c.elapsed_s);
     print!("{}", ctxbench::twin::render_profile(&c.profile));
+    // twin_llamacpp's bounds on the fit were measured with one compute thread.
+    if threads == "1" {
+        super::twin_llamacpp::reads_its_slots_and_fits_its_laws(&c);
+    } else {
+        println!("-t {threads}: the calibration's fit is not held to the one-thread bounds");
+    }
     let twin = Twin::new(c.profile.clone(), out.display().to_string());
     if let Some(u) = &c.profile.uncertainty {
         println!("bands rest on: {}", u.spread.source);

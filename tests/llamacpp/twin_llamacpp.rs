@@ -1,22 +1,12 @@
-//! `twin calibrate` against the real peer, llama.cpp's llama-server (`-np 4`, tiny model,
-//! CPU): it finishes in minutes, reads the four slots and the per-slot context, and its
-//! laws fit the server's own behaviour.
+//! What `twin calibrate` must read and fit against the real peer, llama.cpp's llama-server
+//! (`-np 4`, tiny model, CPU): the four slots, the per-slot context, and laws that fit the
+//! server's own behaviour. Held on the calibration `twin_check_llamacpp` makes (one
+//! calibration for both: each took 50–100 s of a 2-core host).
 
-use crate::common;
-
-use common::llama::LlamaServer;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn calibrate_against_llama_server_reads_its_slots_and_fits_its_laws() {
-    // One compute thread (later flags win): two threads meet at a barrier every op, and on
-    // a shared 2-core machine one descheduled thread stalls the other's whole step.
-    let server = LlamaServer::start_with_args(4, &["-t", "1", "-tb", "1"]);
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("llama.json");
-    let c = common::llama::twin_calibrate(&server, &out).await;
+/// The calibration `c` of a `-np 4` llama-server with one compute thread: its slots,
+/// context, fit and cost.
+pub fn reads_its_slots_and_fits_its_laws(c: &ctxbench::twin::Calibration) {
     let p = &c.profile;
-    println!("{}", ctxbench::twin::render_profile(p));
-    println!("calibration took {:.1} s", c.elapsed_s);
     assert_eq!(
         p.limits.max_running.value, 4.0,
         "{:?}",
