@@ -1,8 +1,9 @@
 //! The twin's fidelity against the real peer, end to end: calibrate against llama.cpp's
 //! llama-server (`-np 4`, tiny model, CPU, one compute thread; `CTXBENCH_TWIN_THREADS=2`
 //! for two) with the default plan (its closed-loop cells at concurrency 1, 2 and 4, the
-//! slot limit), hold what the calibration read and fitted (`twin_llamacpp`), measure the cells five times each — 1k prompts at concurrency 4
-//! and 8 (8 queue behind 4 slots) and an open-loop Poisson cell — and hold the figures
+//! slot limit), hold what the calibration read and fitted (`twin_llamacpp`), measure the
+//! issue's cells five times each — 1k prompts at concurrency 4 and 8 (8 queue behind 4
+//! slots) and an open-loop Poisson cell — and hold the figures
 //! to the bounds `twin check` defines: 10 % on p50
 //! TTFT, p50 TPOT, tok/s and goodput, 25 % on p90/p99 TTFT, never tighter than 1.5× the
 //! repeated measurements' own spread.
