@@ -145,14 +145,17 @@ else
 
     stage "tests: unit (lib, bins)" cargo test --lib --bins --no-fail-fast "$@"
     stage "tests: llamacpp" cargo test --test llamacpp --no-fail-fast "$@"
-    stage "tests: dist" cargo test --test dist --no-fail-fast "$@"
     # The simulator's tests mostly wait on its clock, not on a core, so they run beside vLLM's,
     # most of which count what the server did rather than time it (beside llama-server's they
     # slowed that binary by a third). The tests that time a server take the timing lock
-    # (tests/common/mod.rs), which orders them across binaries.
+    # (tests/common/mod.rs), which orders them across binaries. The artefacts' tests (a
+    # wheel install, the image's runs: about 15 s) end while vLLM's first test, which times
+    # nothing, still runs.
     beside "tests: offline" env RUST_TEST_THREADS=4 cargo test --test offline --no-fail-fast "$@"
+    beside "tests: dist" cargo test --test dist --no-fail-fast "$@"
     # One test at a time: the twin's tests time the server, and the accuracy test loads it.
     stage "tests: vllm" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast "$@"
+    joined "tests: dist"
     joined "tests: offline"
 fi
 if [[ ${#FAILED[@]} != 0 ]]; then

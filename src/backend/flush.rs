@@ -12,7 +12,8 @@ pub enum Flusher {
     None,
     /// SGLang `POST /flush_cache` (400 while requests run).
     SglangFlushCache,
-    /// vLLM `POST /reset_prefix_cache` (dev mode only).
+    /// vLLM `POST /reset_prefix_cache` (dev mode only). Always 200; 0.32's body says
+    /// `{"success": false}` when running requests hold blocks, and then nothing was reset.
     VllmResetPrefixCache,
     /// llama.cpp `POST /slots/{id}?action=erase` for each slot.
     LlamacppEraseSlots {
@@ -55,6 +56,14 @@ impl Flusher {
     }
 }
 
+/// A 2xx whose JSON body says `"success": false` (vLLM's refusal while busy).
+fn refused(body: &str) -> bool {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("success")?.as_bool())
+        == Some(false)
+}
+
 async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
     let mut wait = FLUSH_BACKOFF;
     let mut last = RequestError::Http {
@@ -71,11 +80,21 @@ async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
             )
             .await?;
         match status {
-            200..=299 => return Ok(Flush::Done),
+            200..=299 if !refused(&text) => return Ok(Flush::Done),
             // 501: llama-server without `--slot-save-path` has no slot actions.
             404 | 405 | 501 => return Ok(Flush::NotOffered),
             _ => {
-                last = http.status_error(status, text.as_bytes());
+                last = if refused(&text) {
+                    RequestError::Http {
+                        status,
+                        message: format!(
+                            "the flush was refused ({}): requests still hold the cache",
+                            text.trim()
+                        ),
+                    }
+                } else {
+                    http.status_error(status, text.as_bytes())
+                };
                 // No wait after the last attempt: it would only delay the failure.
                 if attempt < FLUSH_ATTEMPTS {
                     tokio::time::sleep(wait).await;

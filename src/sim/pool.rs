@@ -157,7 +157,6 @@ impl KvPool {
     /// Drop references; pages nobody references become evictable, newest last.
     pub fn release(&mut self, keys: &[u128]) {
         self.tick += 1;
-        let mut batch = Vec::new();
         for key in keys {
             if let Some(c) = self.cached.get_mut(key)
                 && c.refs > 0
@@ -165,12 +164,11 @@ impl KvPool {
                 c.refs -= 1;
                 if c.refs == 0 {
                     c.tick = self.tick;
-                    batch.push((self.tick, Reverse(c.depth), *key));
+                    self.evictable.stage(self.tick, c.depth, *key);
                 }
             }
         }
-        self.evictable.push(batch);
-        self.compact();
+        self.commit();
     }
 
     /// Take `pages` private pages, evicting LRU cached pages as needed; false (and nothing
@@ -232,7 +230,6 @@ impl KvPool {
         self.tick += 1;
         let tick = self.tick;
         let mut added = 0;
-        let mut batch = Vec::new();
         for (depth, &key) in keys.iter().enumerate() {
             let depth = depth as u32;
             if let Some(c) = self.cached.get_mut(&key) {
@@ -240,16 +237,13 @@ impl KvPool {
                     // Refreshed: its older entry goes stale, the new one joins this batch.
                     self.evictable.forget();
                     c.tick = tick;
-                    batch.push((tick, Reverse(c.depth), key));
+                    self.evictable.stage(tick, c.depth, key);
                 }
                 continue;
             }
-            if self.free < 1 {
-                // This call's batch is not queued yet, so whatever is queued is older.
-                if self.oldest().is_none() {
-                    break;
-                }
-                self.evict_one();
+            // This call's pages are only staged, so whatever is queued is older.
+            if self.free < 1 && !self.evict_one() {
+                break;
             }
             self.free -= 1;
             added += 1;
@@ -261,18 +255,15 @@ impl KvPool {
                     depth,
                 },
             );
-            batch.push((tick, Reverse(depth), key));
+            self.evictable.stage(tick, depth, key);
         }
-        self.evictable.push(batch);
-        self.compact();
+        self.commit();
         added
     }
 
     /// Evict every unreferenced cached page.
     pub fn flush(&mut self) {
-        while !self.evictable.is_empty() {
-            self.evict_one();
-        }
+        while self.evict_one() {}
     }
 
     /// Change the pool's size; in-use pages stay (free may go negative until they leave).
@@ -280,48 +271,41 @@ impl KvPool {
         let capacity = (capacity_tokens / self.page_tokens).clamp(1, MAX_PAGES);
         self.free += capacity as i64 - self.capacity as i64;
         self.capacity = capacity;
-        while self.free < 0 && !self.evictable.is_empty() {
-            self.evict_one();
-        }
+        while self.free < 0 && self.evict_one() {}
     }
 
-    fn evict_one(&mut self) {
-        if let Some(key) = self.oldest() {
-            self.evictable.queue.pop_front();
-            self.evictable.forget();
-            self.cached.remove(&key);
-            self.free += 1;
-            self.evicted_pages += 1;
-        }
+    /// Evict the least recently released unreferenced page; false when there is none.
+    fn evict_one(&mut self) -> bool {
+        let cached = &self.cached;
+        let Some(key) = self
+            .evictable
+            .pop_oldest(|tick, key| current(cached, tick, key))
+        else {
+            return false;
+        };
+        self.cached.remove(&key);
+        self.free += 1;
+        self.evicted_pages += 1;
+        true
     }
 
-    /// The least recently released unreferenced page, its stale entries dropped on the way.
-    fn oldest(&mut self) -> Option<u128> {
-        while let Some(&(tick, _, key)) = self.evictable.queue.front() {
-            if self.is_current(tick, key) {
-                return Some(key);
-            }
-            self.evictable.queue.pop_front();
-        }
-        None
+    /// Queue the staged release, then drop stale entries if they have piled up.
+    fn commit(&mut self) {
+        let cached = &self.cached;
+        self.evictable
+            .commit(|tick, key| current(cached, tick, key));
     }
+}
 
-    /// Whether a queued entry still stands for its page: unreferenced since that release.
-    fn is_current(&self, tick: u64, key: u128) -> bool {
-        self.cached
-            .get(&key)
-            .is_some_and(|c| c.refs == 0 && c.tick == tick)
-    }
-
-    /// Drops stale entries once they outnumber the live ones, keeping the queue's order.
-    fn compact(&mut self) {
-        if self.evictable.queue.len() <= 4 * self.evictable.live + 65_536 {
-            return;
-        }
-        let mut queue = std::mem::take(&mut self.evictable.queue);
-        queue.retain(|&(tick, _, key)| self.is_current(tick, key));
-        self.evictable.queue = queue;
-    }
+/// Whether a queued entry still stands for its page: unreferenced since that release.
+fn current(
+    cached: &HashMap<u128, Cached, BuildHasherDefault<KeyHasher>>,
+    tick: u64,
+    key: u128,
+) -> bool {
+    cached
+        .get(&key)
+        .is_some_and(|c| c.refs == 0 && c.tick == tick)
 }
 
 /// Unreferenced cached pages in eviction order: oldest release first, and within one release
@@ -332,30 +316,51 @@ impl KvPool {
 /// twin's prediction, in its inserts and removals.
 #[derive(Debug, Default)]
 struct Lru {
-    queue: VecDeque<(u64, Reverse<u32>, u128)>,
+    queue: VecDeque<Entry>,
     /// Entries that are current: the evictable pages' count.
     live: usize,
+    /// One release's pages, queued together by `commit` (kept to reuse its room).
+    staged: Vec<Entry>,
 }
+
+/// A release's tick, the page's depth (deepest first within a release) and its key.
+type Entry = (u64, Reverse<u32>, u128);
 
 impl Lru {
     fn len(&self) -> usize {
         self.live
     }
 
-    fn is_empty(&self) -> bool {
-        self.live == 0
+    /// A page of the release being gathered.
+    fn stage(&mut self, tick: u64, depth: u32, key: u128) {
+        self.staged.push((tick, Reverse(depth), key));
     }
 
-    /// Queue one release's pages, all newer than everything queued.
-    fn push(&mut self, mut batch: Vec<(u64, Reverse<u32>, u128)>) {
-        batch.sort_unstable();
-        self.live += batch.len();
-        self.queue.extend(batch);
+    /// Queue the staged pages, all newer than everything queued; then, once stale entries
+    /// outnumber the live ones, drop those `current` rejects, keeping the queue's order.
+    fn commit(&mut self, current: impl Fn(u64, u128) -> bool) {
+        self.staged.sort_unstable();
+        self.live += self.staged.len();
+        self.queue.extend(self.staged.drain(..));
+        if self.queue.len() > 4 * self.live + 65_536 {
+            self.queue.retain(|&(tick, _, key)| current(tick, key));
+        }
     }
 
-    /// One queued entry went stale or was evicted.
+    /// One queued entry went stale (its page was referenced or refreshed).
     fn forget(&mut self) {
         self.live -= 1;
+    }
+
+    /// Remove and return the oldest entry `current` accepts, dropping stale ones on the way.
+    fn pop_oldest(&mut self, current: impl Fn(u64, u128) -> bool) -> Option<u128> {
+        while let Some((tick, _, key)) = self.queue.pop_front() {
+            if current(tick, key) {
+                self.live -= 1;
+                return Some(key);
+            }
+        }
+        None
     }
 }
 

@@ -7,8 +7,6 @@ use super::{info, metrics, sglang};
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 use std::sync::Arc;
@@ -29,8 +27,12 @@ async fn version() -> Json<serde_json::Value> {
     Json(json!({ "version": info::version() }))
 }
 
-/// Always 200, like vLLM, even when pages in use keep part of the cache.
-async fn reset_prefix_cache(State(state): State<Arc<SimState>>) -> Response {
+/// Always 200, like vLLM; as in 0.32, `{"success": false}` and nothing reset while running
+/// requests hold pages.
+async fn reset_prefix_cache(State(state): State<Arc<SimState>>) -> Json<serde_json::Value> {
+    if state.in_flight() > 0 {
+        return Json(json!({ "success": false }));
+    }
     state.engine.with(|sched, _| sched.flush_cache());
-    StatusCode::OK.into_response()
+    Json(json!({ "success": true }))
 }

@@ -276,12 +276,55 @@ async fn vllm_persona_routes() {
             .unwrap_or(0);
         if dev_mode {
             assert_eq!(reset, 200);
+            let (_, body) = post_at(&http, &url, "/reset_prefix_cache", json!({})).await;
+            assert_eq!(body, json!({"success": true}), "an idle server resets");
             assert_eq!(cached, 0, "the reset emptied the cache");
         } else {
             assert_eq!(reset, 404, "only in dev mode");
             assert_eq!(cached, 192);
         }
     }
+}
+
+/// vLLM 0.32 answers `/reset_prefix_cache` 200 with `{"success": false}`, resetting nothing,
+/// while a running request holds blocks: ctxbench's flush must read the body, retry, and
+/// report the failure rather than count the flush done.
+#[tokio::test]
+async fn a_vllm_reset_refused_while_a_request_runs_is_no_flush() {
+    use ctxbench::backend::flush::Flusher;
+    use ctxbench::backend::{Flush, http::Http};
+    // 400 decode steps of 10 ms: the request runs at least 4 s, more than the flush's
+    // retries wait in all (50 ms doubling over five back-offs, 1.55 s).
+    let server = start_as("vllm", &["--dev-mode", "--sim-d0", "0.01"]).await;
+    let url = server.url();
+    let http = client();
+    let running = tokio::spawn({
+        let (http, url) = (http.clone(), url.clone());
+        async move { complete(&http, &url, &ids(200, 3), 400).await }
+    });
+    let started = Instant::now();
+    while scalar(&scrape(&http, &url).await, "vllm:num_requests_running") < 1.0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the request never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, body) = post_at(&http, &url, "/reset_prefix_cache", json!({})).await;
+    assert_eq!((status, body), (200, json!({"success": false})));
+    let client = Http::new(&url, None).unwrap();
+    let busy = Flusher::VllmResetPrefixCache.flush(&client).await;
+    assert!(
+        !running.is_finished(),
+        "the request ended before the flush gave up: the test proves nothing"
+    );
+    let err = busy.expect_err("a refused reset is not a flush");
+    assert!(err.to_string().contains("refused"), "{err}");
+    running.await.unwrap();
+    assert_eq!(
+        Flusher::VllmResetPrefixCache.flush(&client).await.unwrap(),
+        Flush::Done
+    );
 }
 
 #[tokio::test]
