@@ -150,7 +150,8 @@ else
     # slowed that binary by a third). The tests that time a server take the timing lock
     # (tests/common/mod.rs), which orders them across binaries. The artefacts' tests (a
     # wheel install, the image's runs: about 15 s) end while vLLM's first test, which times
-    # nothing, still runs.
+    # nothing, still runs; the simulator's timing tests run beside that test's two loaded
+    # cores anyway.
     beside "tests: offline" env RUST_TEST_THREADS=4 cargo test --test offline --no-fail-fast "$@"
     beside "tests: dist" cargo test --test dist --no-fail-fast "$@"
     # One test at a time: the twin's tests time the server, and the accuracy test loads it.

@@ -79,17 +79,19 @@ async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
                 FLUSH_TIMEOUT,
             )
             .await?;
+        let ok = (200..=299).contains(&status);
+        let busy = ok && refused(&text);
         match status {
-            200..=299 if !refused(&text) => return Ok(Flush::Done),
+            _ if ok && !busy => return Ok(Flush::Done),
             // 501: llama-server without `--slot-save-path` has no slot actions.
             404 | 405 | 501 => return Ok(Flush::NotOffered),
             _ => {
-                last = if refused(&text) {
+                last = if busy {
                     RequestError::Http {
                         status,
                         message: format!(
                             "the flush was refused ({}): requests still hold the cache",
-                            text.trim()
+                            http.redact(text.trim())
                         ),
                     }
                 } else {

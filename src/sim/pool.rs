@@ -179,7 +179,11 @@ impl KvPool {
             return false;
         }
         while self.free < pages {
-            self.evict_one();
+            // `available` counted these pages: a failure is broken bookkeeping, not a full pool.
+            assert!(
+                self.evict_one(),
+                "the evictable count disagrees with the queue"
+            );
         }
         self.free -= pages;
         true

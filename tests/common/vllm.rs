@@ -332,13 +332,16 @@ impl VllmServer {
             .unwrap_or_else(|| panic!("/metrics has no sample of {name}"))
     }
 
-    /// POST /reset_prefix_cache (needs `VLLM_SERVER_DEV_MODE=1`, which `start` sets).
+    /// POST /reset_prefix_cache (needs `VLLM_SERVER_DEV_MODE=1`, which `start` sets). vLLM
+    /// answers 200 even when it resets nothing; its body says so (`{"success": false}`).
     pub fn reset_prefix_cache(&self) {
         let addr = self.url.trim_start_matches("http://");
-        let status = http_request(addr, "POST", "/reset_prefix_cache")
-            .unwrap_or_else(|e| panic!("POST /reset_prefix_cache: {e}"))
-            .0;
+        let (status, body) = http_request(addr, "POST", "/reset_prefix_cache")
+            .unwrap_or_else(|e| panic!("POST /reset_prefix_cache: {e}"));
         assert_eq!(status, 200, "POST /reset_prefix_cache");
+        let said: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("POST /reset_prefix_cache answered {body:?}: {e}"));
+        assert_eq!(said["success"], true, "POST /reset_prefix_cache: {body}");
     }
 }
 

@@ -9,6 +9,9 @@
 //! The seeds run at once, one request each in flight: vLLM batches their decode steps (one
 //! seed alone took 79 s here, half of it decoding 64 tokens per sample). Each prompt's nonce
 //! keeps it cold; no flush, which vLLM refuses while the other seed's request holds blocks.
+//! A connection per request: the transport check's probes would queue behind the other
+//! seed's prefills and could read as a held write. The records' server-side figures (phase
+//! times from `/metrics` deltas) mix both seeds' requests; nothing here reads them.
 
 use crate::common;
 use common::flags;
@@ -36,6 +39,7 @@ async fn smollm2_effective_context_agrees_across_seeds() {
                     seed,
                     "--cache-bust",
                     "nonce",
+                    "--fresh-connection",
                 ])
                 .run(&url)
                 .await;
