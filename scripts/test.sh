@@ -158,13 +158,13 @@ else
     # run keeps one stage: libtest cannot intersect a filter with the twin's name.)
     if [[ $# == 0 ]]; then
         stage "tests: vllm (untimed)" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast -- --skip twin_vllm
-        joined "tests: dist"
-        joined "tests: offline"
-        stage "tests: vllm twin (alone)" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast twin_vllm
     else
         stage "tests: vllm" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast "$@"
-        joined "tests: dist"
-        joined "tests: offline"
+    fi
+    joined "tests: dist"
+    joined "tests: offline"
+    if [[ $# == 0 ]]; then
+        stage "tests: vllm twin (alone)" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast twin_vllm
     fi
 fi
 if [[ ${#FAILED[@]} != 0 ]]; then

@@ -79,10 +79,9 @@ async fn retry_busy(http: &Http, path: &str) -> Result<Flush, RequestError> {
                 FLUSH_TIMEOUT,
             )
             .await?;
-        let ok = (200..=299).contains(&status);
-        let busy = ok && refused(&text);
+        let busy = (200..=299).contains(&status) && refused(&text);
         match status {
-            _ if ok && !busy => return Ok(Flush::Done),
+            200..=299 if !busy => return Ok(Flush::Done),
             // 501: llama-server without `--slot-save-path` has no slot actions.
             404 | 405 | 501 => return Ok(Flush::NotOffered),
             _ => {
