@@ -22,12 +22,13 @@
 //! cells. c=2's TTFT p50 is bimodal (`LOOSE`), and so is its decode step: each pair of
 //! requests decodes at one of two speeds (`CELLS`). Five later runs with nothing else
 //! running (stop 43) found c=1's decode slower than the twin every time and twice beyond
-//! its bound, so its decode figures are held to `LOOSE` too (`CELLS` says why). The what-if's TTFT p50
-//! was predicted low every time (5–30 %) and its coverage was 73–100 %. With the issue's
-//! 90 % asserted one run of five passed: on a host that loaded the bands do not widen by
-//! the drift. So the test holds what held in all five, 80 % held out (81.3 % the lowest)
-//! and 50 % for the what-if's 15 values (60 %, 9 of 15, the lowest, in CI), and prints
-//! whether 90 % was met; the drift-widened bounds held in every run after the guard.
+//! its bound, so its decode figures are held to `LOOSE` too (`CELLS` says why). The
+//! what-if's TTFT p50 was predicted low every time (5–30 %) and its coverage was 73–100 %.
+//! With the 90 % asserted one run of five passed: on a host that loaded the bands
+//! do not widen by the drift. So the test holds what held in all five, 80 % held out
+//! (81.3 % the lowest) and 50 % for the what-if's 15 values (60 %, 9 of 15, the lowest, in
+//! CI), and prints whether 90 % was met; the drift-widened bounds held in every run after
+//! the guard.
 
 use crate::common;
 
