@@ -134,8 +134,12 @@ pub struct PredictArgs {
 file(s) and prints, per cell, predicted vs measured: TTFT p50/p90/p99, TPOT p50, output \
 tok/s, goodput and, for a trace, the hit ratio; each figure's absolute percentage error and \
 their mean. Bounds: 10 % for p50 TTFT, p50 TPOT, tok/s and goodput; 25 % for TTFT p90/p99; \
-10 points for the hit ratio; never tighter than 1.5x the spread of repeated measured files \
-of one plan (shown beside the error).
+10 points for the hit ratio. Each bound adds, where they apply (shown after it): one \
+request's share of goodput's count (a request ending on the other side of the window's edge \
+moves it a whole step), and what the decode step carries in: the plan predicted again with \
+the decode step the measured TPOT p50 implies (within TPOT's own bound), and how far each \
+other figure moves (a queued request's TTFT waits on others' decoding). Never tighter than \
+1.5x the spread of repeated measured files of one plan (shown beside the error).
 
 Exit status: 0 when every figure is within its bound, 5 when any is beyond it (flagged \
 BEYOND BOUND), 1 on bad input.

@@ -1,6 +1,8 @@
 //! `twin check` against the simulator with known parameters: the profile stating them
 //! passes against a measured load file (twice measured, the spread beside the error); one
-//! with the prefill rate halved is flagged, and the command exits non-zero.
+//! with the prefill rate halved is flagged, and the command exits non-zero; one with the
+//! decode step a little fast has the error that carries into other figures added to their
+//! bounds.
 
 use crate::common;
 
@@ -115,6 +117,25 @@ async fn the_right_profile_passes_and_a_wrong_one_is_flagged() {
         assert!(p50.error > 0.5, "{text}");
     }
     assert!(text.contains("BEYOND BOUND"), "{text}");
+
+    // A decode step 5 % fast, inside TPOT's 10 %: predicted again with the step the
+    // measured TPOT implies, output tok/s moves (2.5 % at c=1, where decode is half of
+    // each request's e2e; 0.9 % at c=3, where prefills stall it), and its bound carries
+    // that move; TPOT's own carries nothing.
+    let mut fast = engine(10_000.0);
+    fast.cost.model.d0 *= 0.95;
+    fast.cost.d2 *= 0.95;
+    let fast = Twin::new(profile_of(&fast, CONTEXT), "fast.json".into());
+    let report = check(&fast, &files, None).unwrap();
+    let text = ctxbench::twin::render_check(&report);
+    for c in &report.cells {
+        let row = |f: Figure| c.rows.iter().find(|r| r.figure == f).unwrap();
+        assert_eq!(row(Figure::TpotP50).slack.carried, 0.0, "{text}");
+        let tps = row(Figure::OutputTps);
+        assert!(tps.slack.carried > 0.005, "{text}");
+        assert!(tps.bound >= 0.10 + tps.slack.carried, "{text}");
+    }
+    assert!(text.contains("decode step)"), "{text}");
 
     // The command says so by its exit status.
     for (profile, twin, code) in [("right.json", &right, 0), ("wrong.json", &wrong, 5)] {

@@ -4,8 +4,13 @@
 //! the prediction when the measurement is 0; hit ratios, themselves fractions, in points).
 //! Its bound is the (10 % for medians and throughput, 25 % for tails), never tighter
 //! than 1.5 times the spread of repeated measurements: no bound asks the twin to be closer
-//! to the server than the server is to itself.
+//! to the server than the server is to itself. Two shares are added to it (`Slack`): a
+//! count over a window (goodput: requests that ended in it) moves a whole request at a
+//! time, so its bound adds one request's share of the measured count; and a figure that
+//! the decode step drives (a queued request's TTFT waits for others to decode) adds what
+//! an error of the decode step within TPOT's own bound carries into it.
 
+use super::slack::Slack;
 use crate::twin::model::figure::Figure;
 
 /// Repeated measurements of a figure bound it at this many times their spread.
@@ -23,6 +28,8 @@ pub struct Compared {
     /// (max − min) / mean of the measurements; `None` with one measurement.
     pub spread: Option<f64>,
     pub bound: f64,
+    /// What the bound adds to the (before the spread's floor).
+    pub slack: Slack,
     pub flagged: bool,
     /// The prediction's 90 % band, where it has one.
     pub band: Option<[f64; 2]>,
@@ -58,8 +65,8 @@ impl Compared {
     }
 }
 
-/// Hold `predicted` to `measured` (at least one value).
-pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64) -> Compared {
+/// Hold `predicted` to `measured` (at least one value), its bound widened by `slack`.
+pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64, slack: Slack) -> Compared {
     let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
     let error = if figure == Figure::HitRatio {
         (predicted - mean).abs()
@@ -83,9 +90,7 @@ pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64) -> Compared {
             1.0
         }
     });
-    let bound = figure
-        .bound()
-        .max(spread.map_or(0.0, |s| SPREAD_FACTOR * s));
+    let bound = (figure.bound() + slack.total()).max(spread.map_or(0.0, |s| SPREAD_FACTOR * s));
     Compared {
         figure,
         measured,
@@ -93,6 +98,7 @@ pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64) -> Compared {
         error,
         spread,
         bound,
+        slack,
         flagged: error.is_nan() || error > bound,
         band: None,
         unidentified: Vec::new(),
@@ -117,42 +123,110 @@ mod tests {
 
     #[test]
     fn errors_are_relative_to_the_measured_mean_and_flag_beyond_the_bound() {
-        let c = compare(Figure::TtftP50, vec![0.100], 0.109);
+        let c = compare(Figure::TtftP50, vec![0.100], 0.109, Slack::default());
         assert!((c.error - 0.09).abs() < 1e-12);
         assert!(!c.flagged);
         assert_eq!(c.spread, None);
-        let c = compare(Figure::TtftP50, vec![0.100], 0.111);
+        let c = compare(Figure::TtftP50, vec![0.100], 0.111, Slack::default());
         assert!(c.flagged, "{c:?}");
         // A tail gets 25 %.
-        assert!(!compare(Figure::TtftP99, vec![0.100], 0.124).flagged);
-        assert!(compare(Figure::TtftP99, vec![0.100], 0.126).flagged);
+        assert!(!compare(Figure::TtftP99, vec![0.100], 0.124, Slack::default()).flagged);
+        assert!(compare(Figure::TtftP99, vec![0.100], 0.126, Slack::default()).flagged);
     }
 
     #[test]
     fn a_server_that_differs_from_itself_widens_the_bound() {
         // Two runs 20 % apart (of their mean 0.1): the bound is 1.5 × 20 % = 30 %.
-        let c = compare(Figure::TtftP50, vec![0.09, 0.11], 0.128);
+        let c = compare(Figure::TtftP50, vec![0.09, 0.11], 0.128, Slack::default());
         assert!((c.spread.unwrap() - 0.2).abs() < 1e-12);
         assert!((c.bound - 0.3).abs() < 1e-12);
         assert!((c.error - 0.28).abs() < 1e-12);
         assert!(!c.flagged);
         // Two runs that agree leave the bound.
-        let c = compare(Figure::TpotP50, vec![0.0100, 0.0101], 0.0112);
+        let c = compare(
+            Figure::TpotP50,
+            vec![0.0100, 0.0101],
+            0.0112,
+            Slack::default(),
+        );
         assert!((c.bound - 0.10).abs() < 1e-12);
         assert!(c.flagged);
     }
 
     #[test]
+    fn a_count_is_held_to_its_rate_and_one_request_more() {
+        // vLLM's Poisson cell in CI: 9 requests ended in the window in each of three runs
+        // (spread 0), the twin had 10 end there: 11.1 % off, a whole request at the edge.
+        let (measured, one) = (
+            3.618,
+            Slack {
+                resolution: 1.0 / 9.0,
+                carried: 0.0,
+            },
+        );
+        let c = compare(
+            Figure::Goodput,
+            vec![measured; 3],
+            measured * 10.0 / 9.0,
+            one,
+        );
+        assert!((c.bound - (0.10 + 1.0 / 9.0)).abs() < 1e-12);
+        assert!(!c.flagged, "{c:?}");
+        // A rate 10 % off and a request more is beyond.
+        let c = compare(
+            Figure::Goodput,
+            vec![measured; 3],
+            measured * 1.11 * 10.0 / 9.0,
+            one,
+        );
+        assert!(c.flagged, "{c:?}");
+        // Without the resolution the request alone was beyond.
+        assert!(
+            compare(
+                Figure::Goodput,
+                vec![measured; 3],
+                measured * 10.0 / 9.0,
+                Slack::default()
+            )
+            .flagged
+        );
+    }
+
+    #[test]
+    fn what_the_decode_step_carries_in_widens_the_bound() {
+        // vLLM's Poisson cell in CI: TTFT p50 (slot waits) 18.9 % below the measured 316.7
+        // ms; with the decode step set to the measured TPOT the twin said 290.0 against
+        // its 256.8 ms, 10.5 % of the measured carried in.
+        let slack = Slack {
+            resolution: 0.0,
+            carried: (290.0 - 256.8) / 316.7,
+        };
+        let c = compare(Figure::TtftP50, vec![0.3167], 0.2568, slack);
+        assert!((c.bound - (0.10 + slack.carried)).abs() < 1e-12);
+        assert!(!c.flagged, "{c:?}");
+        assert!(compare(Figure::TtftP50, vec![0.3167], 0.2568, Slack::default()).flagged);
+        // The spread's floor still applies where it is the larger.
+        let c = compare(Figure::TtftP50, vec![0.2, 0.4], 0.3, slack);
+        assert!((c.bound - 1.5 * 2.0 / 3.0).abs() < 1e-12, "{c:?}");
+    }
+
+    #[test]
     fn zeros_and_ratios_have_errors_that_mean_something() {
-        assert_eq!(compare(Figure::Goodput, vec![0.0], 0.0).error, 0.0);
-        assert_eq!(compare(Figure::Goodput, vec![0.0], 2.0).error, 1.0);
-        let c = compare(Figure::HitRatio, vec![0.60], 0.52);
+        assert_eq!(
+            compare(Figure::Goodput, vec![0.0], 0.0, Slack::default()).error,
+            0.0
+        );
+        assert_eq!(
+            compare(Figure::Goodput, vec![0.0], 2.0, Slack::default()).error,
+            1.0
+        );
+        let c = compare(Figure::HitRatio, vec![0.60], 0.52, Slack::default());
         assert!(
             (c.error - 0.08).abs() < 1e-12,
             "points, not a ratio of ratios"
         );
         assert!(!c.flagged);
-        assert!(compare(Figure::HitRatio, vec![0.60], 0.45).flagged);
-        assert!(compare(Figure::TtftP50, vec![0.1], f64::NAN).flagged);
+        assert!(compare(Figure::HitRatio, vec![0.60], 0.45, Slack::default()).flagged);
+        assert!(compare(Figure::TtftP50, vec![0.1], f64::NAN, Slack::default()).flagged);
     }
 }

@@ -4,6 +4,7 @@
 //! (`compare.rs`) and is shown beside the error.
 
 mod compare;
+mod slack;
 
 use crate::record::load::{CellKey, CellRecord, LoadPlan};
 use crate::resultfile::ResultFile;
@@ -12,7 +13,10 @@ use crate::twin::model::twin::Twin;
 use crate::twin::predict::plan::{predict_cells, timeout_s};
 use crate::twin::uncertainty::banded::predict_banded_by;
 use crate::{load::LoadResult, load_report::merge};
-use compare::{Compared, compare};
+pub use compare::Compared;
+use compare::compare;
+pub use slack::Slack;
+use slack::{carried, decode_ratio, resolution, with_decode_scaled};
 use std::path::Path;
 
 /// One cell's figures, predicted against measured.
@@ -147,6 +151,10 @@ pub fn check(
             .collect();
         let mut rows = Vec::new();
         let cell_unknowns = unknowns_of(twin, &predicted, p);
+        let decoded = match decode_ratio(p, &of_measured) {
+            Some(r) => Some(run(&with_decode_scaled(twin, r))?),
+            None => None,
+        };
         for figure in Figure::ALL {
             let values: Vec<f64> = of_measured
                 .iter()
@@ -157,7 +165,16 @@ pub fn check(
                 continue;
             }
             let predicted_value = figure.of(p, hits(&predicted)).unwrap_or(f64::NAN);
-            let mut row = compare(figure, values, predicted_value);
+            let slack = Slack {
+                resolution: resolution(figure, &of_measured),
+                carried: match (&decoded, figure) {
+                    (Some(d), f) if f != Figure::TpotP50 => {
+                        carried(f, p, d, &values, hits(&predicted), hits(d))
+                    }
+                    _ => 0.0,
+                },
+            };
+            let mut row = compare(figure, values, predicted_value, slack);
             row.band = p.band.as_ref().and_then(|b| figure.within(b));
             row.unidentified = cell_unknowns.clone();
             if crate::twin::uncertainty::schedule::leans_on_schedule(&moves, &p.cell, figure) {

@@ -1,9 +1,24 @@
 //! `twin check`'s report as printed: per cell, each figure predicted against measured with
 //! its band, error, spread and bound; then per figure, coverage and bias.
 
-use crate::twin::check::CheckReport;
+use crate::twin::check::{CheckReport, Slack};
 use crate::twin::model::figure::Figure;
 use std::fmt::Write;
+
+/// What a bound adds to the issue's, where it adds anything: `  (+x one request, +y
+/// decode step)`.
+fn slack(s: &Slack, pct: impl Fn(f64) -> String) -> String {
+    let parts: Vec<String> = [(s.resolution, "one request"), (s.carried, "decode step")]
+        .into_iter()
+        .filter(|(x, _)| *x >= 0.0005)
+        .map(|(x, what)| format!("+{} {what}", pct(x)))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", parts.join(", "))
+    }
+}
 
 /// The report as printed.
 pub fn render(r: &CheckReport) -> String {
@@ -53,7 +68,7 @@ pub fn render(r: &CheckReport) -> String {
             let outside = row.band.is_some() && row.inside() < row.measured.len();
             let _ = writeln!(
                 s,
-                "  {:<14} {:>12} {:>12} {:>26} {:>8} {:>8} {:>8}{}{}{}",
+                "  {:<14} {:>12} {:>12} {:>26} {:>8} {:>8} {:>8}{}{}{}{}",
                 f.name(),
                 f.show(row.measured_mean()),
                 f.show(row.predicted),
@@ -61,6 +76,7 @@ pub fn render(r: &CheckReport) -> String {
                 pct(row.error),
                 row.spread.map_or("-".into(), pct),
                 pct(row.bound),
+                slack(&row.slack, pct),
                 if row.flagged { "  BEYOND BOUND" } else { "" },
                 if outside { "  OUTSIDE BAND" } else { "" },
                 if row.unidentified.is_empty() {
