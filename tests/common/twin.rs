@@ -50,9 +50,29 @@ pub async fn measure_and_check(
     (report, text)
 }
 
-/// The c=1 cell of a load file: its output tok/s, and the `load` flags that measure it
-/// again (its length, request budget and output tokens).
-pub fn c1_cell(path: &Path) -> (f64, Vec<String>) {
+/// The figures of a c=1 cell the drift probe compares: output tok/s, TTFT p50, TPOT p50.
+#[derive(Debug, Clone, Copy)]
+pub struct C1 {
+    pub tps: f64,
+    pub ttft_p50: f64,
+    pub tpot_p50: f64,
+}
+
+impl C1 {
+    /// |now − then| / then of each figure, the largest of the three first.
+    fn drift(&self, then: &C1) -> C1 {
+        let d = |now: f64, then: f64| (now - then).abs() / then;
+        C1 {
+            tps: d(self.tps, then.tps),
+            ttft_p50: d(self.ttft_p50, then.ttft_p50),
+            tpot_p50: d(self.tpot_p50, then.tpot_p50),
+        }
+    }
+}
+
+/// The c=1 cell of a load file: its figures, and the `load` flags that measure it again
+/// (its length, request budget and output tokens).
+pub fn c1_cell(path: &Path) -> (C1, Vec<String>) {
     let r = ctxbench::load_report::merge::merge(&[(
         path.display().to_string(),
         ctxbench::resultfile::read(path).unwrap(),
@@ -73,21 +93,31 @@ pub fn c1_cell(path: &Path) -> (f64, Vec<String>) {
         "--output-tokens".into(),
         r.plan.output_tokens.to_string(),
     ];
-    (cell.output_tps.expect("output tok/s"), flags)
+    let figures = C1 {
+        tps: cell.output_tps.expect("output tok/s"),
+        ttft_p50: cell.ttft_s.expect("TTFT").p50,
+        tpot_p50: cell.tpot_s.expect("TPOT").p50,
+    };
+    (figures, flags)
 }
 
 /// The host's drift since calibration, probed beside every held-out cell: calibration's
 /// c=1 cell (in its load records) measured again, as |now − then| / then of its output
-/// tok/s. One probe after the held-out cells missed the host's moves between them: in a CI
-/// run vLLM's c=1 decode was 2.6 ms in calibration, 3.1 ms in the held-out c=1 cell a few
-/// seconds later, and back (2.5 % off calibration) by the probe a minute after.
+/// tok/s, TTFT p50 and TPOT p50. One probe after the held-out cells missed the host's moves
+/// between them: in a CI run vLLM's c=1 decode was 2.6 ms in calibration, 3.1 ms in the
+/// held-out c=1 cell a few seconds later, and back (2.5 % off calibration) by the probe a
+/// minute after. A figure is widened by the drift of the same figure at c=1 or of tok/s,
+/// whichever moved more: where TTFT is most of a request (llama-server's 1k prompts, 100 ms,
+/// against 64 tokens at 0.5 ms), tok/s hides the decode step's drift. In one run its c=1
+/// TPOT p50 went 0.47 → 0.7 ms while tok/s moved 8.7 %, and the Poisson cell's TPOT p50,
+/// 0.6 ms against 0.5 predicted, was 19.4 % off against a bound of 18.7 %.
 pub struct Drift {
     url: String,
     dir: std::path::PathBuf,
-    then: f64,
+    then: C1,
     flags: Vec<String>,
     /// Each probe's drift, in order: before the first cell, between cells, after the last.
-    probes: Vec<f64>,
+    probes: Vec<C1>,
 }
 
 impl Drift {
@@ -114,22 +144,35 @@ impl Drift {
             .await
             .expect("load runs");
         let (now, _) = c1_cell(&again);
-        let d = (now - self.then).abs() / self.then;
+        let d = now.drift(&self.then);
         println!(
-            "host drift since calibration: c=1 tok/s {:.1} then {now:.1} ({:.1} %)",
-            self.then,
-            d * 100.0
+            "host drift since calibration: c=1 tok/s {:.1} then {:.1} ({:.1} %), TTFT p50 {:.1} \
+             then {:.1} ms ({:.1} %), TPOT p50 {:.2} then {:.2} ms ({:.1} %)",
+            self.then.tps,
+            now.tps,
+            d.tps * 100.0,
+            self.then.ttft_p50 * 1e3,
+            now.ttft_p50 * 1e3,
+            d.ttft_p50 * 100.0,
+            self.then.tpot_p50 * 1e3,
+            now.tpot_p50 * 1e3,
+            d.tpot_p50 * 100.0
         );
         self.probes.push(d);
     }
 
-    /// The drift around held-out cell `i`: the larger of the probes before and after it.
-    pub fn around(&self, i: usize) -> f64 {
-        self.probes
-            .iter()
-            .skip(i)
-            .take(2)
-            .fold(0.0, |a, &b| a.max(b))
+    /// The drift of `figure` around held-out cell `i`: the larger of the probes before and
+    /// after it, in the same figure at c=1 (TTFT's for every TTFT percentile) or in tok/s,
+    /// whichever moved more.
+    pub fn around(&self, i: usize, figure: Figure) -> f64 {
+        self.probes.iter().skip(i).take(2).fold(0.0, |a, p| {
+            let own = match figure {
+                Figure::TtftP50 | Figure::TtftP90 | Figure::TtftP99 => p.ttft_p50,
+                Figure::TpotP50 => p.tpot_p50,
+                Figure::OutputTps | Figure::Goodput | Figure::HitRatio => p.tps,
+            };
+            a.max(own.max(p.tps))
+        })
     }
 }
 
@@ -220,7 +263,7 @@ pub fn beyond_bounds(
                 );
                 continue;
             }
-            let drift = drift.around(i);
+            let drift = drift.around(i, r.figure);
             let held = loose(i, r.figure).unwrap_or(r.bound + drift);
             if r.error.is_nan() || r.error > held {
                 beyond.push(format!(

@@ -21,8 +21,9 @@
 //! 2-core machine the same cell's tok/s moves by a few per cent from minute to minute. So
 //! the test measures that drift too — calibration's own c=1 cell again, before each
 //! held-out cell and after the last — and widens each cell's bounds by the larger probe
-//! beside it: the twin is not asked to be closer to the server than the server is to its
-//! calibrated self.
+//! beside it, in the figure itself at c=1 or in tok/s, whichever moved more
+//! (`common::twin::Drift`): the twin is not asked to be closer to the server than the
+//! server is to its calibrated self.
 //!
 //! Bands (issue 35): per figure over the three held-out cells, the share of measured values
 //! inside their 90 % bands, the median band half-width over the cells that lean on no
