@@ -59,7 +59,7 @@ pub struct C1 {
 }
 
 impl C1 {
-    /// |now − then| / then of each figure, the largest of the three first.
+    /// |now − then| / then of each figure.
     fn drift(&self, then: &C1) -> C1 {
         let d = |now: f64, then: f64| (now - then).abs() / then;
         C1 {
@@ -190,11 +190,7 @@ pub fn coverage_with_drift(reports: &[(CheckReport, String)], drift: &Drift) -> 
             let Some([lo, hi]) = r.band else { continue };
             let d = drift.around(i, r.figure);
             measured += r.measured.len();
-            inside += r
-                .measured
-                .iter()
-                .filter(|&&m| lo * (1.0 - d) <= m && m <= hi * (1.0 + d))
-                .count();
+            inside += r.inside_of([lo * (1.0 - d), hi * (1.0 + d)]);
         }
     }
     (inside, measured)

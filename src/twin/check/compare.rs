@@ -39,17 +39,20 @@ pub struct Compared {
 
 impl Compared {
     pub fn measured_mean(&self) -> f64 {
-        self.measured.iter().sum::<f64>() / self.measured.len().max(1) as f64
+        mean(&self.measured)
     }
 
     /// Measured values inside the band (0 without one).
     pub fn inside(&self) -> usize {
-        self.band.map_or(0, |[lo, hi]| {
-            self.measured
-                .iter()
-                .filter(|&&m| lo <= m && m <= hi)
-                .count()
-        })
+        self.band.map_or(0, |band| self.inside_of(band))
+    }
+
+    /// Measured values inside `[lo, hi]`.
+    pub fn inside_of(&self, [lo, hi]: [f64; 2]) -> usize {
+        self.measured
+            .iter()
+            .filter(|&&m| lo <= m && m <= hi)
+            .count()
     }
 
     /// (predicted − measured mean) / measured mean: positive when the twin says more.
@@ -67,7 +70,7 @@ impl Compared {
 
 /// Hold `predicted` to `measured` (at least one value), its bound widened by `slack`.
 pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64, slack: Slack) -> Compared {
-    let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
+    let mean = mean(&measured);
     let error = if figure == Figure::HitRatio {
         (predicted - mean).abs()
     } else {
@@ -103,6 +106,12 @@ pub fn compare(figure: Figure, measured: Vec<f64>, predicted: f64, slack: Slack)
         band: None,
         unidentified: Vec::new(),
     }
+}
+
+/// The mean of measured values, as every figure's error is taken against (0 for none;
+/// NaN carried, so a broken measurement is flagged rather than dropped).
+pub fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
 /// |a − b| / |b|; against `a` when `b` is 0; 0 when both are.

@@ -167,12 +167,12 @@ pub fn check(
             let predicted_value = figure.of(p, hits(&predicted)).unwrap_or(f64::NAN);
             let slack = Slack {
                 resolution: resolution(figure, &of_measured),
-                carried: match (&decoded, figure) {
-                    (Some(d), f) if f != Figure::TpotP50 => {
-                        carried(f, p, d, &values, hits(&predicted), hits(d))
-                    }
-                    _ => 0.0,
-                },
+                carried: decoded
+                    .as_ref()
+                    .filter(|_| figure != Figure::TpotP50)
+                    .map_or(0.0, |d| {
+                        carried(figure, p, d, &values, hits(&predicted), hits(d))
+                    }),
             };
             let mut row = compare(figure, values, predicted_value, slack);
             row.band = p.band.as_ref().and_then(|b| figure.within(b));

@@ -1,6 +1,7 @@
 //! What a `twin check` bound adds to the issue's, figure by figure: one request of a count,
 //! and the share of the error the decode step carries in (`compare.rs` says why).
 
+use super::compare::mean;
 use crate::load::LoadResult;
 use crate::record::load::CellRecord;
 use crate::twin::model::figure::Figure;
@@ -35,9 +36,8 @@ pub fn decode_ratio(p: &CellRecord, measured: &[&CellRecord]) -> Option<f64> {
     if values.is_empty() || predicted <= 0.0 {
         return None;
     }
-    let mean = values.iter().sum::<f64>() / values.len() as f64;
     let b = Figure::TpotP50.bound();
-    let r = (mean / predicted).clamp(1.0 - b, 1.0 + b);
+    let r = (mean(&values) / predicted).clamp(1.0 - b, 1.0 + b);
     ((r - 1.0).abs() > 1e-9).then_some(r)
 }
 
@@ -61,7 +61,7 @@ pub fn carried(
     hits: Option<f64>,
     decoded_hits: Option<f64>,
 ) -> f64 {
-    let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
+    let mean = mean(measured);
     let again = decoded.cells.iter().find(|c| c.cell.same(&p.cell));
     match (
         figure.of(p, hits),
