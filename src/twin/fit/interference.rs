@@ -2,9 +2,10 @@
 //! decoding requests costs (1 + x·k) times its prefill alone. Each step gives
 //! y = step − decode part − prefill alone = x · k · prefill alone, with the prefill alone
 //! the median TTFT of the same prompt length sent alone in the mixed trace (the same host
-//! within seconds), else t0 + n/p0 + q·n²/2 from the sweep, and the decode part (d0 + d1·Σcontext + d2·k) from
-//! the decode law; x is the least-squares slope through the origin over the median y of
-//! each (k, prompt) group. Pure: no I/O.
+//! within seconds), else t0 + n/p0 + q·n²/2 from the sweep, and the decode part the same
+//! decoders' ordinary step (their median gap), else d0 + d1·Σcontext + d2·k from the decode
+//! law; x is the least-squares slope through the origin over the median y of each
+//! (k, prompt) group. Pure: no I/O.
 
 use crate::sim::stepcost::StepCost;
 use crate::stats::median;
@@ -67,8 +68,15 @@ fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Coefficients) -> V
         .iter()
         .filter(|m| m.prompt_tokens > 0 && m.decoding > 0)
     {
-        let y =
-            m.step_s - cost.decode_s(u64::from(m.decoding), m.context_sum) - alone(m.prompt_tokens);
+        // Measured beside the stall rather than from the law: a sweep read by a starved
+        // client once fitted d0 = 0 against a true 2 ms, and the recovered interference
+        // came out 24 % high (tests/offline/twin_mixed.rs).
+        let decode = if m.decode_s.is_finite() && m.decode_s > 0.0 {
+            m.decode_s
+        } else {
+            cost.decode_s(u64::from(m.decoding), m.context_sum)
+        };
+        let y = m.step_s - decode - alone(m.prompt_tokens);
         by.entry((m.decoding, bucket(m.prompt_tokens)))
             .or_default()
             .push((y, m.step_s, m.prompt_tokens as f64));
@@ -140,8 +148,8 @@ pub fn interference(
     let n: usize = gs.iter().map(|g| g.steps).sum();
     let mut source = format!(
         "mixed cells, {n} steps (decoding {batches:?}, prompts {prompts:?}): least squares \
-         through the origin of (step − decode part − prefill alone) over k × prefill alone \
-         ({})",
+         through the origin of (step − the decoders' ordinary step − prefill alone) over \
+         k × prefill alone ({})",
         if alone.is_empty() {
             "the sweep's TTFT law"
         } else {
@@ -203,6 +211,7 @@ mod tests {
             prompt_tokens: prompt,
             context_sum: ctx,
             step_s: alone * (1.0 + x * f64::from(k)) + cost.decode_s(u64::from(k), ctx) + noise,
+            decode_s: cost.decode_s(u64::from(k), ctx),
         }
     }
 
@@ -218,6 +227,28 @@ mod tests {
         assert!(lo < 0.04 && 0.04 < hi && hi - lo < 0.01, "{e:?}");
         assert!(e.unidentified.is_none(), "{e:?}");
         assert_eq!(q["groups"].as_array().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn the_decoders_own_step_stands_in_for_a_wrong_decode_law() {
+        let steps: Vec<MixedStep> = [(1, 512), (1, 1024)]
+            .into_iter()
+            .map(|(k, p)| step(k, p, 0.05, 0.0))
+            .collect();
+        // The law a starved client's sweep fitted: no d0, a third of the true step at k = 1.
+        let wrong = Coefficients { d0_s: 0.0, ..BASE };
+        let (e, _) = interference(&steps, &[], &wrong);
+        assert!((e.value - 0.05).abs() < 1e-9, "{e:?}");
+        // Without the measured step, the law's missing 1 ms lands in the interference.
+        let unmeasured: Vec<MixedStep> = steps
+            .iter()
+            .map(|m| MixedStep {
+                decode_s: 0.0,
+                ..m.clone()
+            })
+            .collect();
+        let (e, _) = interference(&unmeasured, &[], &wrong);
+        assert!(e.value > 0.055, "{e:?}");
     }
 
     #[test]

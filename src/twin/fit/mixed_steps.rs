@@ -2,7 +2,8 @@
 //! that were decoding through it. The decoders' inter-token gap that ends with the prompt's
 //! first token is that step (calibration's mixed cells hold k requests decoding and send one
 //! prompt beside them, `measure/calibrate.rs`); its length, less what the prefill alone and the
-//! decode part cost, is the interference `interference.rs` fits.
+//! decode part (the same decoders' ordinary step) cost, is the interference `interference.rs`
+//! fits.
 
 use crate::record::load::RequestRecord;
 use crate::stats::median;
@@ -19,6 +20,11 @@ pub struct MixedStep {
     pub context_sum: u64,
     /// The step as the decoders saw it (median over their gaps), s.
     pub step_s: f64,
+    /// The same decoders' ordinary step, s: the median over them of each one's median gap
+    /// over its whole stream (hundreds of gaps, of which its probes' stalls are a few). The
+    /// decode part of the mixed step, measured where the law fitted to the sweep's short
+    /// streams can be far off (a starved client reads their tokens bunched).
+    pub decode_s: f64,
 }
 
 /// A prompt prefilled with nothing else running: its TTFT is the price alone.
@@ -96,6 +102,7 @@ pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
     let mut out = Vec::new();
     for (p, probe) in streams.iter().enumerate() {
         let mut gaps = Vec::new();
+        let mut ordinary = Vec::new();
         let mut contexts = 0u64;
         let mut clean = true;
         for (j, o) in streams.iter().enumerate() {
@@ -111,6 +118,8 @@ pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
             match hit {
                 Some((i, w)) if i >= 1 && (w[0] - o.tokens[i - 1]) < (w[1] - w[0]) / 2.0 => {
                     gaps.push(w[1] - w[0]);
+                    let own: Vec<f64> = o.tokens.windows(2).map(|w| w[1] - w[0]).collect();
+                    ordinary.extend(median(&own));
                     contexts += o.prompt + i as u64 + 1;
                 }
                 Some(_) => clean = false,
@@ -143,6 +152,7 @@ pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
                 prompt_tokens: probe.prompt,
                 context_sum: contexts,
                 step_s: step,
+                decode_s: median(&ordinary).unwrap_or(0.0),
             });
         }
     }
@@ -185,6 +195,8 @@ mod tests {
         let m = &got[0];
         assert_eq!((m.decoding, m.prompt_tokens), (2, 512));
         assert!((m.step_s - 0.025).abs() < 1e-12, "{m:?}");
+        // Their ordinary step: the 1 ms of fifteen gaps, the stall one among them.
+        assert!((m.decode_s - 0.001).abs() < 1e-12, "{m:?}");
         // Each decoder's context in that step: 64 prompt + 6 tokens before it… + this one.
         assert_eq!(m.context_sum, 2 * (64 + 6));
         // A prefill chunked over two steps (the gap before is a stall too) is not one step.
