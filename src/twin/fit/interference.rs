@@ -71,11 +71,10 @@ fn groups(steps: &[MixedStep], measured: &[AloneStep], base: &Coefficients) -> V
         // Measured beside the stall rather than from the law: a sweep read by a starved
         // client once fitted d0 = 0 against a true 2 ms, and the recovered interference
         // came out 24 % high (tests/offline/twin_mixed.rs).
-        let decode = if m.decode_s.is_finite() && m.decode_s > 0.0 {
-            m.decode_s
-        } else {
-            cost.decode_s(u64::from(m.decoding), m.context_sum)
-        };
+        let decode = m
+            .decode_s
+            .filter(|d| d.is_finite() && *d > 0.0)
+            .unwrap_or_else(|| cost.decode_s(u64::from(m.decoding), m.context_sum));
         let y = m.step_s - decode - alone(m.prompt_tokens);
         by.entry((m.decoding, bucket(m.prompt_tokens)))
             .or_default()
@@ -211,7 +210,7 @@ mod tests {
             prompt_tokens: prompt,
             context_sum: ctx,
             step_s: alone * (1.0 + x * f64::from(k)) + cost.decode_s(u64::from(k), ctx) + noise,
-            decode_s: cost.decode_s(u64::from(k), ctx),
+            decode_s: Some(cost.decode_s(u64::from(k), ctx)),
         }
     }
 
@@ -243,7 +242,7 @@ mod tests {
         let unmeasured: Vec<MixedStep> = steps
             .iter()
             .map(|m| MixedStep {
-                decode_s: 0.0,
+                decode_s: None,
                 ..m.clone()
             })
             .collect();

@@ -24,7 +24,7 @@ pub struct MixedStep {
     /// over its whole stream (hundreds of gaps, of which its probes' stalls are a few). The
     /// decode part of the mixed step, measured where the law fitted to the sweep's short
     /// streams can be far off (a starved client reads their tokens bunched).
-    pub decode_s: f64,
+    pub decode_s: Option<f64>,
 }
 
 /// A prompt prefilled with nothing else running: its TTFT is the price alone.
@@ -42,6 +42,8 @@ struct Stream {
     tokens: Vec<f64>,
     end: f64,
     prompt: u64,
+    /// Its median inter-token gap: its ordinary decode step.
+    ordinary: Option<f64>,
 }
 
 fn stream(q: &RequestRecord) -> Option<Stream> {
@@ -61,6 +63,7 @@ fn stream(q: &RequestRecord) -> Option<Stream> {
         end: q.ended_s.unwrap_or(t).max(t),
         tokens,
         prompt: q.prompt_tokens.unwrap_or(q.cell.context_tokens),
+        ordinary: median(&q.itl_s),
     })
 }
 
@@ -118,8 +121,7 @@ pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
             match hit {
                 Some((i, w)) if i >= 1 && (w[0] - o.tokens[i - 1]) < (w[1] - w[0]) / 2.0 => {
                     gaps.push(w[1] - w[0]);
-                    let own: Vec<f64> = o.tokens.windows(2).map(|w| w[1] - w[0]).collect();
-                    ordinary.extend(median(&own));
+                    ordinary.extend(o.ordinary);
                     contexts += o.prompt + i as u64 + 1;
                 }
                 Some(_) => clean = false,
@@ -152,7 +154,7 @@ pub fn mixed_steps(requests: &[&RequestRecord]) -> Vec<MixedStep> {
                 prompt_tokens: probe.prompt,
                 context_sum: contexts,
                 step_s: step,
-                decode_s: median(&ordinary).unwrap_or(0.0),
+                decode_s: median(&ordinary),
             });
         }
     }
@@ -196,7 +198,7 @@ mod tests {
         assert_eq!((m.decoding, m.prompt_tokens), (2, 512));
         assert!((m.step_s - 0.025).abs() < 1e-12, "{m:?}");
         // Their ordinary step: the 1 ms of fifteen gaps, the stall one among them.
-        assert!((m.decode_s - 0.001).abs() < 1e-12, "{m:?}");
+        assert!((m.decode_s.unwrap() - 0.001).abs() < 1e-12, "{m:?}");
         // Each decoder's context in that step: 64 prompt + 6 tokens before it… + this one.
         assert_eq!(m.context_sum, 2 * (64 + 6));
         // A prefill chunked over two steps (the gap before is a stall too) is not one step.
