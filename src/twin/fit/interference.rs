@@ -205,12 +205,13 @@ mod tests {
         let ctx = u64::from(k) * 200;
         let cost = cost(&BASE);
         let alone = BASE.t0_s + cost.chunk_s(0, prompt);
+        let decode = cost.decode_s(u64::from(k), ctx);
         MixedStep {
             decoding: k,
             prompt_tokens: prompt,
             context_sum: ctx,
-            step_s: alone * (1.0 + x * f64::from(k)) + cost.decode_s(u64::from(k), ctx) + noise,
-            decode_s: Some(cost.decode_s(u64::from(k), ctx)),
+            step_s: alone * (1.0 + x * f64::from(k)) + decode + noise,
+            decode_s: Some(decode),
         }
     }
 
