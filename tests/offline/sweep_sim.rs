@@ -184,7 +184,12 @@ async fn openai_route_measures_right() {
             "{:?} vs {truth}",
             s.decode_tps
         );
-        assert!(rel(s.prefill_tps.unwrap(), t.prefill_tps()) < PREFILL_TOL);
+        let (p, true_prefill) = (s.prefill_tps.unwrap(), t.prefill_tps());
+        assert!(
+            rel(p, true_prefill) < PREFILL_TOL,
+            "{} tokens: prefill {p:.0} vs {true_prefill:.0}",
+            s.context_tokens
+        );
     }
 }
 
