@@ -6,7 +6,11 @@ use common::{flags, rel, sim};
 use ctxbench::record::flag;
 
 /// Relative tolerance on prefill tok/s: TTFT also holds one loopback round trip, the
-/// request upload and JSON handling (~1 ms against a ≥ 20 ms simulated prefill).
+/// request upload and JSON handling (~1 ms), and on a loaded 2-core machine a wait for a
+/// core: beside vLLM's accuracy test (both cores busy) 258 runs' waits reached 5.3 ms, and
+/// one CI run's 1k sample (a 51 ms prefill) came in ≥ 5.6 ms late, beyond 10 %. So the
+/// shortest prefill held to it here is 4k at 25k tok/s (~170 ms, as `backend_tgi.rs`):
+/// those 6-7 ms are under 4 % of it.
 const PREFILL_TOL: f64 = 0.10;
 /// Relative tolerance on decode tok/s: the simulator sleeps to absolute deadlines, so timer
 /// granularity does not accumulate, but on a shared 2-core machine the last event of a
@@ -17,10 +21,9 @@ const DECODE_TOL: f64 = 0.10;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rates_match_the_cost_model_up_to_32k() {
     let _timing = common::timing_lock().await;
-    // A prefill rate like a mid-size GPU's (25k tok/s): a 1k prefill of ~52 ms makes the
-    // fixed ~1-2 ms of HTTP and JSON handling a few percent, not most of the tolerance.
+    // A prefill rate like a mid-size GPU's (25k tok/s), from 4k (`PREFILL_TOL`).
     let server = sim(&["--sim-p0", "25000"]).await;
-    let r = flags("1k,4k,16k,32k", 2, 32).run(&server.url()).await;
+    let r = flags("4k,8k,16k,32k", 2, 32).run(&server.url()).await;
     let truth = server.truth();
     let measured: Vec<_> = truth.iter().filter(|t| t.output_tokens == 32).collect();
     assert_eq!(
@@ -50,7 +53,7 @@ async fn rates_match_the_cost_model_up_to_32k() {
         );
     }
     let lengths: Vec<u64> = r.summary.points.iter().map(|p| p.context_tokens).collect();
-    assert_eq!(lengths, vec![1024, 4096, 16384, 32768]);
+    assert_eq!(lengths, vec![4096, 8192, 16384, 32768]);
     assert_eq!(r.exit_code(), 0);
 }
 
@@ -167,7 +170,7 @@ async fn warm_up_is_excluded_and_rtt_recorded() {
 async fn openai_route_measures_right() {
     let _timing = common::timing_lock().await;
     let server = sim(&["--spec", "2", "--sim-p0", "25000"]).await;
-    let r = flags("1k,8k", 2, 32)
+    let r = flags("4k,8k", 2, 32)
         .with(&["--api", "openai"])
         .run(&server.url())
         .await;
