@@ -75,7 +75,21 @@ table() {
         printf '%-34s %6d s\n' "total" $(($(date +%s) - T0))
     } >&2
 }
-trap table EXIT
+# vLLM's servers outlive the binary that started them, for the next (tests/common/vllm_suite.rs):
+# the peer tests' four-slot tiny server serves the twin's run too. This folder lists them; a
+# run stops what it lists when it ends, and what a killed run left when it starts.
+export CTXBENCH_VLLM_SERVERS="$PWD/$LOGS/vllm-servers"
+stop_vllm_servers() {
+    local entry pid
+    for entry in "$CTXBENCH_VLLM_SERVERS"/*.server; do
+        [[ -f $entry ]] || continue
+        read -r pid _ <"$entry"
+        kill -KILL -- "-$pid" 2>/dev/null || true
+        rm -f "$entry"
+    done
+}
+stop_vllm_servers
+trap 'stop_vllm_servers; table' EXIT
 # peer NAME VAR SCRIPT ARGS...: VAR= the last line SCRIPT prints; a peer that cannot be had
 # stops the run here (its tests would fail loudly anyway).
 peer() {
@@ -155,7 +169,8 @@ else
     # One test at a time: the accuracy test loads both cores. vLLM's twin times the server, so
     # in a full run it goes last, alone, once the jobs beside have ended: the simulator's
     # untimed tests beside it pushed one run's held-out cells past their bounds. (A filtered
-    # run keeps one stage: libtest cannot intersect a filter with the twin's name.)
+    # run keeps one stage: libtest cannot intersect a filter with the twin's name.) The peer
+    # tests' server (vllm_peer, last in name order) is left running for the twin's calibration.
     if [[ $# == 0 ]]; then
         stage "tests: vllm (untimed)" env RUST_TEST_THREADS=1 cargo test --test vllm --no-fail-fast -- --skip twin_vllm
     else

@@ -15,6 +15,7 @@ pub mod stash;
 pub mod text_backend;
 pub mod twin;
 pub mod vllm;
+pub mod vllm_suite;
 
 use clap::Parser;
 use ctxbench::cli::{Cli, Command, SweepArgs};

@@ -1,9 +1,11 @@
 //! The second real peer: vLLM 0.32's CPU build (`scripts/vllm.sh`) serving a model from
-//! `scripts/vllm-models.sh` on a free loopback port. vLLM is heavy (25–35 s to start eager,
+//! `scripts/vllm-models.sh` on a free loopback port. vLLM is heavy (20–35 s to start eager,
 //! several GB of memory), so a test binary shares one server per configuration
 //! ([`VllmServer::shared`]); each starts once, on first use, and is killed when the binary
-//! exits or when another configuration starts while no test holds it. When the peer cannot
-//! be had the test fails loudly, naming the script to run.
+//! exits or when another configuration starts while no test holds it. In a suite run
+//! (`CTXBENCH_VLLM_SERVERS`, `super::vllm_suite`) the servers alive at exit are left running
+//! for the next binary instead. When the peer cannot be had the test fails loudly, naming the
+//! script to run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -136,7 +138,12 @@ fn compiled() -> bool {
 
 /// A running vLLM server; killed (its whole process group) on drop.
 pub struct VllmServer {
-    child: Child,
+    /// The process when this binary started it; `None` when an earlier binary of the suite
+    /// did (`pid` still leads its process group).
+    child: Option<Child>,
+    pid: u32,
+    /// The suite's entry that lists it, removed with it.
+    listed: Option<PathBuf>,
     pub url: String,
     /// The name it serves the model under.
     pub model: String,
@@ -157,7 +164,7 @@ impl VllmServer {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let log = std::env::temp_dir().join(format!("ctxbench-vllm-{port}.log"));
+        let log = log_path(port);
         let out = std::fs::File::create(&log).expect("the vLLM log file can be created");
         let err = out.try_clone().expect("the log file handle clones");
         let mut cmd = Command::new(&py);
@@ -200,7 +207,9 @@ impl VllmServer {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", py.display()));
         let mut server = VllmServer {
-            child,
+            pid: child.id(),
+            child: Some(child),
+            listed: None,
             url: format!("http://127.0.0.1:{port}"),
             model: config.model.served_name().to_string(),
             config,
@@ -253,7 +262,7 @@ impl VllmServer {
         let idle: Vec<u32> = list
             .iter()
             .filter(|s| Arc::strong_count(s) == 1)
-            .map(|s| s.child.id())
+            .map(|s| s.pid)
             .collect();
         if !idle.is_empty() {
             list.retain(|s| Arc::strong_count(s) > 1);
@@ -267,14 +276,48 @@ impl VllmServer {
                 idle.len()
             );
         }
-        let s = Arc::new(VllmServer::start(config));
-        SERVERS_FOR_EXIT
-            .get()
-            .unwrap()
-            .lock()
-            .unwrap()
-            .push(s.child.id());
+        let s = match super::vllm_suite::dir() {
+            Some(dir) => Arc::new(VllmServer::kept(config, &dir)),
+            None => {
+                let s = Arc::new(VllmServer::start(config));
+                SERVERS_FOR_EXIT.get().unwrap().lock().unwrap().push(s.pid);
+                s
+            }
+        };
         list.push(s.clone());
+        s
+    }
+
+    /// The suite's server for `config`: the one an earlier binary left listed in `dir` if it
+    /// is alive and healthy, else a new one, listed there and left running when this binary
+    /// exits (scripts/test.sh stops it).
+    fn kept(config: Config, dir: &Path) -> VllmServer {
+        let _lock = super::vllm_suite::lock(dir);
+        let key = format!("{config:?} dtype={} compiled={}", dtype(), compiled());
+        let entry = super::vllm_suite::entry(dir, &key);
+        if let Some((pid, url)) = super::vllm_suite::find(&entry, &key) {
+            let addr = url.trim_start_matches("http://");
+            if get_status(addr, "/health") == Some(200) {
+                eprintln!(
+                    "vLLM ({config:?}): the suite's server at {url} (process group {pid}), \
+                     started by an earlier test binary"
+                );
+                let port = addr.rsplit(':').next().and_then(|p| p.parse().ok());
+                return VllmServer {
+                    child: None,
+                    pid,
+                    listed: Some(entry),
+                    model: config.model.served_name().to_string(),
+                    log: log_path(port.unwrap_or(0)),
+                    url,
+                    config,
+                    start_s: 0.0,
+                };
+            }
+        }
+        let mut s = VllmServer::start(config);
+        super::vllm_suite::register(&entry, s.pid, &s.url, &key);
+        s.listed = Some(entry);
         s
     }
 
@@ -287,8 +330,9 @@ impl VllmServer {
 
     fn wait_healthy(&mut self, started: Instant) {
         let addr = self.url.trim_start_matches("http://").to_string();
+        let child = self.child.as_mut().expect("a server this binary started");
         loop {
-            if let Some(status) = self.child.try_wait().expect("the vLLM child can be polled") {
+            if let Some(status) = child.try_wait().expect("the vLLM child can be polled") {
                 panic!(
                     "vLLM exited ({status}) before it became healthy; its log ({}):\n{}",
                     self.log.display(),
@@ -299,7 +343,7 @@ impl VllmServer {
                 return;
             }
             if started.elapsed() > START_TIMEOUT {
-                kill_group(self.child.id());
+                kill_group(self.pid);
                 panic!(
                     "vLLM did not become healthy at {} within {:?}; its log ({}):\n{}",
                     self.url,
@@ -347,9 +391,19 @@ impl VllmServer {
 
 impl Drop for VllmServer {
     fn drop(&mut self) {
-        kill_group(self.child.id());
-        let _ = self.child.wait();
+        kill_group(self.pid);
+        if let Some(child) = &mut self.child {
+            let _ = child.wait();
+        }
+        if let Some(entry) = &self.listed {
+            let _ = std::fs::remove_file(entry);
+        }
     }
+}
+
+/// Where the server on `port` writes its output.
+fn log_path(port: u16) -> PathBuf {
+    std::env::temp_dir().join(format!("ctxbench-vllm-{port}.log"))
 }
 
 static SERVERS_FOR_EXIT: OnceLock<Mutex<Vec<u32>>> = OnceLock::new();

@@ -7,6 +7,6 @@ mod common;
 
 mod accuracy_vllm;
 mod sessions_vllm;
+mod spec_vllm;
 mod twin_vllm;
 mod vllm_peer;
-mod vllm_spec;
