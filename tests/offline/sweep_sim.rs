@@ -7,10 +7,10 @@ use ctxbench::record::flag;
 
 /// Relative tolerance on prefill tok/s: TTFT also holds one loopback round trip, the
 /// request upload and JSON handling (~1 ms), and on a loaded 2-core machine a wait for a
-/// core: beside vLLM's accuracy test (both cores busy) 258 runs' waits reached 5.3 ms, and
-/// one CI run's 1k sample (a 51 ms prefill) came in ≥ 5.6 ms late, beyond 10 %. So the
-/// shortest prefill held to it here is 4k at 25k tok/s (~170 ms, as `backend_tgi.rs`):
-/// those 6-7 ms are under 4 % of it.
+/// core. Beside vLLM's accuracy test (both cores busy), 258 samples at each of 1k and 8k
+/// came in at most 3.9 and 5.3 ms late, and one CI run's 1k sample (a 51 ms prefill) at
+/// least 5.6 ms late, beyond 10 %. So the shortest prefill held to it here is 4k at 25k
+/// tok/s (~170 ms, as in `backend_tgi.rs`), where such waits are under 4 %.
 const PREFILL_TOL: f64 = 0.10;
 /// Relative tolerance on decode tok/s: the simulator sleeps to absolute deadlines, so timer
 /// granularity does not accumulate, but on a shared 2-core machine the last event of a
