@@ -291,22 +291,26 @@ pub async fn timing_lock() -> TimingGuard {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let in_process = LOCK.lock().await;
     let path = std::env::temp_dir().join("ctxbench-timing-tests.lock");
-    let file = tokio::task::spawn_blocking(move || {
-        let file = std::fs::File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        file.lock()?;
-        std::io::Result::Ok(file)
-    })
-    .await
-    .expect("the lock task runs")
-    .expect("the timing lock file can be opened and locked");
+    let file = tokio::task::spawn_blocking(move || lock_file(&path))
+        .await
+        .expect("the lock task runs")
+        .expect("the timing lock file can be opened and locked");
     TimingGuard {
         _in_process: in_process,
         _across_processes: file,
     }
+}
+
+/// An exclusive lock on the file at `path` (created if missing), held until the file is
+/// dropped; the OS releases it even if the process dies. Blocks until it is free.
+pub fn lock_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.lock()?;
+    Ok(file)
 }
 
 /// The backend for `api` on the server at `url`, as the command line connects (completions

@@ -17,15 +17,7 @@ pub fn dir() -> Option<PathBuf> {
 pub fn lock(dir: &Path) -> std::fs::File {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     let path = dir.join(".lock");
-    let file = std::fs::File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
-    file.lock()
-        .unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
-    file
+    super::lock_file(&path).unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()))
 }
 
 /// The file that lists the server for `key` (the configuration as the server was launched).
